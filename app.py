@@ -1,0 +1,5 @@
+"""Entry point: `flask --app app …` and `gunicorn app:app`."""
+
+from kindgi import create_app
+
+app = create_app()

@@ -1,0 +1,101 @@
+"""`flask --app app kindgi load FILE.json` and `flask --app app kindgi demo`."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+import time
+from pathlib import Path
+
+import click
+from flask import Flask
+from flask.cli import AppGroup
+from sqlalchemy import select
+
+from . import demo, service, world
+from .database import db, set_writing
+from .models import Case, Tenant, User
+
+group = AppGroup("kindgi", help="Load worlds and demo data.")
+
+
+def ensure_schema() -> None:
+    """Create the tables where the database has none."""
+    db.create_all()
+
+
+@group.command("load")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def load_command(path: Path) -> None:
+    """Load a world file in one transaction: all of it, or nothing and the bad entry named."""
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as exc:
+        raise click.ClickException(f"{path}: not JSON: {exc}") from None
+    set_writing(True)
+    ensure_schema()
+    try:
+        counts = world.load(data)
+        db.session.commit()
+    except world.WorldError as exc:
+        db.session.rollback()
+        raise click.ClickException(f"{path}: nothing was loaded: {exc}") from None
+    click.echo(f"loaded {path}: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
+
+
+@group.command("demo")
+@click.option(
+    "--cases",
+    default=2000,
+    show_default=True,
+    type=click.IntRange(10, 5_000_000),
+    help="How many cases to generate.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the credentials as JSON.")
+def demo_command(cases: int, as_json: bool) -> None:
+    """Load a generated demo world (once) and print how to sign in and a fresh API token."""
+    set_writing(True)
+    ensure_schema()
+    started = time.monotonic()
+    password = secrets.token_urlsafe(12)
+    if db.session.get(Tenant, demo.TENANT) is None:
+        token = service.TOKEN_PREFIX + secrets.token_urlsafe(32)
+        world.load(demo.world(cases, password, token), trusted=True)
+        note = f"loaded {cases} cases in {time.monotonic() - started:.1f} s"
+    else:  # already there: keep the data, give fresh credentials
+        user = db.session.get(User, demo.USER)
+        user.password_hash = service.hash_password(password)
+        _, token = service.create_token(service.user_principal(demo.USER), "demo", None)
+        have = db.session.scalar(select(db.func.count()).select_from(Case))
+        note = f"the demo world was already loaded ({have} cases and corrections); kept it"
+    db.session.commit()
+    agent_id, _, projects = demo.AGENTS[0]
+    creds = {
+        "token": token,
+        "agentId": agent_id,
+        "projectId": projects[0],
+        "email": demo.EMAIL,
+        "password": password,
+    }
+    if as_json:
+        click.echo(json.dumps(creds))
+        return
+    click.echo(note, err=True)
+    click.echo(
+        f"""
+Sign in at http://127.0.0.1:5000/login as {demo.EMAIL} with password {password}
+
+Try the API:
+  export TOKEN={token}
+  curl -s -H "Authorization: Bearer $TOKEN" \\
+    'http://127.0.0.1:5000/v1/agents/{agent_id}/test-set?projectId={projects[0]}'
+  curl -s -H "Authorization: Bearer $TOKEN" \\
+    'http://127.0.0.1:5000/v1/agents/{agent_id}/test-set/cases?projectId={projects[0]}&limit=2'
+""".rstrip(),
+        file=sys.stdout,
+    )
+
+
+def register(app: Flask) -> None:
+    app.cli.add_command(group)

@@ -1,0 +1,164 @@
+"""Domain errors: each has a stable code and an HTTP status; the handlers render them.
+
+Every error becomes one envelope under `/v1`, `{"error": {code, message, details?, requestId}}`,
+and an HTML page elsewhere. Nothing else (no stack trace, no SQL) reaches a client.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Flask, g, jsonify, render_template, request
+from werkzeug.exceptions import HTTPException
+
+from .database import db, is_busy
+
+log = logging.getLogger("kindgi")
+
+
+class DomainError(Exception):
+    """A refusal with a code clients can branch on."""
+
+    status: int = 400
+    code: str = "bad-input"
+    message: str = "The request is not valid."
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        details: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message or self.message)
+        self.message = message or self.message
+        self.details = details
+        self.headers = headers or {}
+
+
+def _error(status: int, code: str, message: str) -> type[DomainError]:
+    return type(
+        code.title().replace("-", ""),
+        (DomainError,),
+        {
+            "status": status,
+            "code": code,
+            "message": message,
+        },
+    )
+
+
+BadInput = _error(400, "bad-input", "The request is not valid.")
+ItemNotFound = _error(
+    400, "item-not-found", "An item's pointer resolves to nothing in the run's output."
+)
+RunNotOfAgent = _error(400, "run-not-of-agent", "The run is not one of this agent's runs.")
+RunIsReplay = _error(400, "run-is-replay", "The run is a comparison's replay and can't be a case.")
+Unauthenticated = _error(401, "unauthenticated", "A valid bearer token is required.")
+Forbidden = _error(403, "forbidden", "You lack a permission this needs.")
+AgentNotFound = _error(404, "agent-not-found", "No such agent.")
+ProjectNotFound = _error(404, "project-not-found", "No such project serves this agent.")
+RunNotFound = _error(404, "run-not-found", "No such run.")
+CaseNotFound = _error(404, "case-not-found", "No such case in this agent's test set.")
+CorrectionNotFound = _error(404, "correction-not-found", "No such correction.")
+NotFound = _error(404, "not-found", "Nothing is here.")
+MethodNotAllowed = _error(405, "method-not-allowed", "This method is not allowed here.")
+UnsupportedMediaType = _error(415, "unsupported-media-type", "Send the body as application/json.")
+RunNotFinished = _error(409, "run-not-finished", "The run has not finished; it has no output yet.")
+CaseRetired = _error(409, "case-retired", "The case is already retired.")
+CaseActive = _error(409, "case-active", "The case is active; only a retired case can be restored.")
+KeyInFlight = _error(
+    409,
+    "idempotency-key-in-flight",
+    "A request with this Idempotency-Key is still running; retry later.",
+)
+ReplayWithheld = _error(
+    409, "idempotency-key-replay-withheld", "The first answer carried a secret and is not kept."
+)
+RunErased = _error(410, "run-erased", "An erasure cleared the run's content.")
+RequestTooLarge = _error(413, "request-too-large", "The request body is over the limit.")
+KeyMismatch = _error(
+    422, "idempotency-key-mismatch", "This Idempotency-Key was used for a different request."
+)
+Internal = _error(500, "internal", "Something went wrong on our side; nothing was changed.")
+DatabaseBusy = _error(503, "database-busy", "The database is too busy to answer; retry soon.")
+StoreUnavailable = _error(
+    503,
+    "idempotency-store-unavailable",
+    "The Idempotency-Key store could not be read; nothing ran. Retry soon.",
+)
+
+RETRY_AFTER = {"Retry-After": "1"}
+
+
+def bad_input(fields: dict[str, list[str]] | None = None, **details: Any) -> DomainError:
+    """400 `bad-input` naming the offending fields (path → messages)."""
+    if fields is not None:
+        details["fields"] = fields
+    return BadInput(details=details or None)
+
+
+def _from_http(exc: HTTPException) -> DomainError:
+    """Werkzeug's own refusals, in the domain's words."""
+    if exc.code == 405:
+        allowed = ", ".join(sorted(getattr(exc, "valid_methods", None) or []))
+        return MethodNotAllowed(headers={"Allow": allowed})
+    if exc.code == 413:
+        from flask import current_app  # the limit is configuration
+
+        return RequestTooLarge(details={"maxBytes": current_app.config["MAX_CONTENT_LENGTH"]})
+    if exc.code == 415:
+        return UnsupportedMediaType()
+    if exc.code == 404:
+        return NotFound()
+    if exc.code == 401:
+        return Unauthenticated()
+    if exc.code == 400:
+        return BadInput(exc.description if isinstance(exc.description, str) else None)
+    err = Internal() if (exc.code or 500) >= 500 else BadInput()
+    return err
+
+
+def wants_json() -> bool:
+    return request.path == "/v1" or request.path.startswith("/v1/")
+
+
+def render(err: DomainError):
+    """The response for a domain error: the JSON envelope under /v1, a page elsewhere."""
+    headers = dict(err.headers)
+    if err.status == 401 and wants_json():
+        headers.setdefault("WWW-Authenticate", "Bearer")
+    if err.status == 503:
+        headers.setdefault("Retry-After", "1")
+    if wants_json():
+        body: dict[str, Any] = {"code": err.code, "message": err.message}
+        if err.details:
+            body["details"] = err.details
+        body["requestId"] = g.get("request_id", "")
+        resp = jsonify(error=body)
+    else:
+        resp = render_template("error.html", error=err)
+    return resp, err.status, headers
+
+
+def register(app: Flask) -> None:
+    """One app-wide handler for every error, so clients only ever see the envelope or a page."""
+
+    @app.errorhandler(DomainError)
+    def _domain(err: DomainError):
+        db.session.rollback()
+        return render(err)
+
+    @app.errorhandler(HTTPException)
+    def _http(exc: HTTPException):
+        db.session.rollback()
+        return render(_from_http(exc))
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception):
+        db.session.rollback()
+        if is_busy(exc):
+            return render(DatabaseBusy())
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        return render(Internal())

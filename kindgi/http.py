@@ -1,0 +1,86 @@
+"""The request boundary: request ids, the transaction, and Idempotency-Key, for every request.
+
+A request runs in one transaction that commits in `after_request`, after the answer is known, so
+the answer kept for an Idempotency-Key commits together with the change it reports. A request
+that failed rolled back in the error handler before this runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+
+from flask import Flask, Response, g, request
+
+from . import service
+from .database import set_writing
+from .errors import DomainError, bad_input, render
+
+WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+
+
+def fingerprint() -> str:
+    """What makes two requests the same request: method, path with query, and body bytes."""
+    digest = hashlib.sha256()
+    for part in (request.method.encode(), request.full_path.encode(), request.get_data()):
+        digest.update(hashlib.sha256(part).digest())
+    return digest.hexdigest()
+
+
+def claim_idempotency_key() -> Response | None:
+    """Before a write runs: claim its key, or answer with the first request's stored answer."""
+    key = request.headers.get("Idempotency-Key")
+    if request.method not in WRITE_METHODS or key is None:
+        return None
+    if not 1 <= len(key) <= 255 or not key.isprintable():
+        raise bad_input({"Idempotency-Key": ["1 to 255 printable characters."]})
+    stored = service.claim_key(g.caller, key, fingerprint())
+    if stored is None:
+        g.idempotency_key = key
+        return None
+    replay = Response(stored.body, status=stored.status, content_type=stored.content_type)
+    if stored.location:
+        replay.headers["Location"] = stored.location
+    replay.headers["Idempotent-Replayed"] = "true"
+    g.replayed = True
+    return replay
+
+
+def _settle(response: Response) -> None:
+    """Keep a decided answer (2xx, 4xx but 401) with the key; release the key otherwise."""
+    key = g.get("idempotency_key")
+    if key is None:
+        return
+    status = response.status_code
+    if status < 500 and status != 401:
+        service.settle_key(
+            g.caller,
+            key,
+            status,
+            response.content_type,
+            response.headers.get("Location"),
+            response.get_data(),
+            withhold=bool(g.get("withhold_answer")),
+        )
+    else:
+        service.release_key(g.caller, key)
+
+
+def register(app: Flask) -> None:
+    @app.before_request
+    def _begin() -> None:
+        g.request_id = uuid.uuid4().hex
+        set_writing(request.method in WRITE_METHODS)
+
+    @app.after_request
+    def _finish(response: Response) -> Response:
+        if not g.get("replayed"):
+            try:
+                _settle(response)
+                service.commit()
+            except DomainError as err:  # the database could not take the commit
+                if g.get("idempotency_key"):
+                    service.release_key(g.caller, g.idempotency_key)
+                response = app.make_response(render(err))
+        response.headers["X-Request-Id"] = g.request_id
+        return response

@@ -1,0 +1,229 @@
+"""The stored shape of the domain. Models store; the service module decides.
+
+Times are naive UTC, kept to the millisecond so what is shown is what is stored.
+A correction and its case are one row of `cases` (kind `correction`, with a status): the case
+exists while the status is not `wont-fix`/`removed`. Hand cases have no status.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .database import db
+
+# Correction statuses whose correction is no case.
+NOT_CASE_STATUSES = ("wont-fix", "removed")
+CORRECTION_STATUSES = ("open", "with-the-owner", "fixed", "wont-fix", "removed")
+
+
+class Tenant(db.Model):
+    __tablename__ = "tenants"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+
+
+class User(db.Model):
+    __tablename__ = "users"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    email: Mapped[str] = mapped_column(String(320), unique=True)
+    name: Mapped[str] = mapped_column(String(200))
+    password_hash: Mapped[str | None] = mapped_column(String(200))
+    admin: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class Service(db.Model):
+    __tablename__ = "services"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+
+
+class Token(db.Model):
+    """A bearer token: only the SHA-256 of its secret is kept."""
+
+    __tablename__ = "tokens"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    principal_kind: Mapped[str] = mapped_column(String(8))  # user | service
+    principal_id: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(200))
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+    __table_args__ = (Index("ix_tokens_principal", "principal_kind", "principal_id"),)
+
+
+class Project(db.Model):
+    __tablename__ = "projects"
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)  # lower-case UUID
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+
+
+class Agent(db.Model):
+    """An agent; its dotted id is unique within its tenant, so rows have a surrogate key."""
+
+    __tablename__ = "agents"
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    id: Mapped[str] = mapped_column(String(200))
+    versions: Mapped[list[str]] = mapped_column(JSON, default=list)
+
+    __table_args__ = (UniqueConstraint("tenant_id", "id", name="uq_agents_tenant_id"),)
+
+
+class AgentProject(db.Model):
+    """An agent is served by one or more projects."""
+
+    __tablename__ = "agent_projects"
+    agent_pk: Mapped[int] = mapped_column(ForeignKey("agents.pk"), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"), primary_key=True)
+
+
+class Grant(db.Model):
+    """`read`/`write` on a project, or `publish` on an agent, for a user or a service."""
+
+    __tablename__ = "grants"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    principal_kind: Mapped[str] = mapped_column(String(8))
+    principal_id: Mapped[str] = mapped_column(String(64))
+    permission: Mapped[str] = mapped_column(String(16))
+    project_id: Mapped[str | None] = mapped_column(ForeignKey("projects.id"))
+    agent_pk: Mapped[int | None] = mapped_column(ForeignKey("agents.pk"))
+
+    __table_args__ = (Index("ix_grants_principal", "principal_kind", "principal_id"),)
+
+
+class Group(db.Model):
+    """A group of corrections; a restricted group makes its corrections experts' cases."""
+
+    __tablename__ = "groups"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    agent_pk: Mapped[int] = mapped_column(ForeignKey("agents.pk"))
+    restricted: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class Run(db.Model):
+    __tablename__ = "runs"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    agent_pk: Mapped[int] = mapped_column(ForeignKey("agents.pk"))
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"))
+    version: Mapped[str] = mapped_column(String(100))
+    status: Mapped[str] = mapped_column(String(16))  # running | finished
+    input: Mapped[Any] = mapped_column(JSON, nullable=True)
+    output: Mapped[Any] = mapped_column(JSON, nullable=True)
+    calls: Mapped[Any] = mapped_column(JSON, nullable=True)
+    erased: Mapped[bool] = mapped_column(Boolean, default=False)
+    replay_of: Mapped[str | None] = mapped_column(String(64))
+    at: Mapped[datetime] = mapped_column(DateTime)
+
+    __table_args__ = (Index("ix_runs_list", "agent_pk", "project_id", "at", "id"),)
+
+
+class Snapshot(db.Model):
+    """The copy of a run's content taken by its first correction or case, shared by the rest."""
+
+    __tablename__ = "snapshots"
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), primary_key=True)
+    input: Mapped[Any] = mapped_column(JSON, nullable=True)
+    output: Mapped[Any] = mapped_column(JSON, nullable=True)
+    calls: Mapped[Any] = mapped_column(JSON, nullable=True)
+    taken_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class Case(db.Model):
+    """A correction (with its status) or a hand case, with what it expects of the agent."""
+
+    __tablename__ = "cases"
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    agent_pk: Mapped[int] = mapped_column(ForeignKey("agents.pk"))
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"))
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))  # correction | hand
+    status: Mapped[str | None] = mapped_column(String(16))  # a correction's; None for hand
+    group_id: Mapped[str | None] = mapped_column(ForeignKey("groups.id"))
+    made_on: Mapped[str] = mapped_column(String(100))
+    expect: Mapped[dict[str, Any]] = mapped_column(JSON)
+    expert: Mapped[bool] = mapped_column(Boolean, default=False)
+    added_by_kind: Mapped[str] = mapped_column(String(8))
+    added_by_id: Mapped[str] = mapped_column(String(64))
+    added_at: Mapped[datetime] = mapped_column(DateTime)
+    updated_at: Mapped[datetime] = mapped_column(DateTime)
+    retired_reason: Mapped[str | None] = mapped_column(Text)
+    retired_by_kind: Mapped[str | None] = mapped_column(String(8))
+    retired_by_id: Mapped[str | None] = mapped_column(String(64))
+    retired_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+    __table_args__ = (Index("ix_cases_list", "agent_pk", "project_id", "added_at", "id"),)
+
+    @property
+    def is_case(self) -> bool:
+        """A hand case always is; a correction is while its status keeps it in the set."""
+        return self.status not in NOT_CASE_STATUSES
+
+    @property
+    def retired(self) -> dict[str, Any] | None:
+        if self.retired_at is None:
+            return None
+        return {
+            "reason": self.retired_reason,
+            "by": {"kind": self.retired_by_kind, "id": self.retired_by_id},
+            "at": self.retired_at,
+        }
+
+    @property
+    def added_by(self) -> dict[str, str]:
+        return {"kind": self.added_by_kind, "id": self.added_by_id}
+
+
+class Tally(db.Model):
+    """Exact case counts of one test set, one row per (kind, retired, expert) cell.
+
+    Kept in the same transaction as every change, by atomic increments, so reading the counts
+    never scans the set.
+    """
+
+    __tablename__ = "tallies"
+    agent_pk: Mapped[int] = mapped_column(ForeignKey("agents.pk"), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    retired: Mapped[bool] = mapped_column(Boolean, primary_key=True)
+    expert: Mapped[bool] = mapped_column(Boolean, primary_key=True)
+    n: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class IdempotencyRecord(db.Model):
+    """One caller's Idempotency-Key: a claim while the request runs, then its answer."""
+
+    __tablename__ = "idempotency_keys"
+    scope: Mapped[str] = mapped_column(String(80), primary_key=True)  # "user:u-ana"
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))  # sha256 of method, path and body
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime)  # set while in flight
+    status: Mapped[int | None] = mapped_column(Integer)
+    content_type: Mapped[str | None] = mapped_column(String(100))
+    location: Mapped[str | None] = mapped_column(String(1000))
+    body: Mapped[bytes | None] = mapped_column(LargeBinary)
+    withheld: Mapped[bool] = mapped_column(Boolean, default=False)
+    succeeded_at: Mapped[datetime | None] = mapped_column(DateTime)

@@ -1,0 +1,454 @@
+"""Marshmallow schemas: what a request may say and what a response says.
+
+Each request body has one schema, used alike for JSON and for the HTML forms; the same schemas
+generate the OpenAPI document. Schemas check shape and limits; rules that need the database
+(does the run exist, does a pointer resolve) are the service's.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+import rfc8785
+from jsonpointer import JsonPointer, JsonPointerException
+from marshmallow import (
+    EXCLUDE,
+    RAISE,
+    Schema,
+    ValidationError,
+    fields,
+    post_dump,
+    validate,
+    validates_schema,
+)
+
+from .models import CORRECTION_STATUSES
+
+UUID_RE = re.compile(
+    r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+)
+KIND_RE = re.compile(r"^(correction|hand)(,(correction|hand))*$")
+MAX_ARGS_JSON_CHARS = 4000
+VERDICTS = ("right", "wrong")
+
+
+# ---------------------------------------------------------------- fields
+
+
+def rfc3339(value: datetime) -> str:
+    """RFC 3339 in UTC with a `Z`, to the millisecond where there is one; naive means UTC."""
+    if value.tzinfo is not None:
+        value = value.astimezone(UTC).replace(tzinfo=None)
+    spec = "seconds" if value.microsecond == 0 else "milliseconds"
+    return value.isoformat(timespec=spec) + "Z"
+
+
+class Timestamp(fields.DateTime):
+    """RFC 3339 timestamps (see `rfc3339`); one without a time zone is refused."""
+
+    def _serialize(self, value: datetime | None, attr: Any, obj: Any, **kwargs: Any) -> str | None:
+        return None if value is None else rfc3339(value)
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> datetime:
+        parsed = super()._deserialize(value, attr, data, **kwargs)
+        if parsed.tzinfo is None:
+            raise self.make_error("invalid", input=value, obj_type="datetime with a time zone")
+        return parsed.astimezone(UTC).replace(tzinfo=None)
+
+
+class ProjectId(fields.String):
+    """A project id: a UUID in any case, answered lower-case."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("metadata", {}).setdefault("format", "uuid")
+        super().__init__(**kwargs)
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> str:
+        text = super()._deserialize(value, attr, data, **kwargs)
+        if not UUID_RE.match(text):
+            raise ValidationError("Not a project id (a UUID).")
+        return text.lower()
+
+
+class WholeNumber(fields.Integer):
+    """An integer written as one: no booleans, no fractions, in JSON or a query string."""
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> int:
+        if isinstance(value, bool | float):
+            raise self.make_error("invalid")
+        if isinstance(value, str) and not re.fullmatch(r"-?[0-9]{1,18}", value):
+            raise self.make_error("invalid")
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
+def _canonical_args(args: dict[str, Any]) -> None:
+    """`args`: at most 100 top-level fields and 4000 characters of canonical JSON (RFC 8785)."""
+    if len(args) > 100:
+        raise ValidationError("At most 100 properties.")
+    try:
+        canonical = rfc8785.dumps(args).decode("utf-8")
+    except Exception:  # non-finite floats, integers JSON can't carry exactly
+        raise ValidationError("Not representable as canonical JSON.") from None
+    if len(canonical) > MAX_ARGS_JSON_CHARS:
+        raise ValidationError(f"At most {MAX_ARGS_JSON_CHARS} characters in canonical JSON.")
+
+
+def _json_pointer(text: str) -> None:
+    try:
+        JsonPointer(text)
+    except JsonPointerException:
+        raise ValidationError("Not a JSON Pointer (RFC 6901), such as /matches/2.") from None
+
+
+def _nonempty_max(n: int) -> validate.Length:
+    return validate.Length(min=1, max=n)
+
+
+# ---------------------------------------------------------------- request bodies
+
+
+class StrictSchema(Schema):
+    """Unknown fields are refused, not ignored."""
+
+    class Meta:
+        unknown = RAISE
+
+
+class CallExpectation(StrictSchema):
+    tool = fields.String(required=True, validate=_nonempty_max(200))
+    args = fields.Dict(
+        keys=fields.String(),
+        validate=_canonical_args,
+        metadata={
+            "description": "Top-level argument fields to compare, by value; "
+            "at most 100 properties and 4000 characters in canonical JSON."
+        },
+    )
+
+
+class ItemVerdict(StrictSchema):
+    key = fields.String(required=True, validate=_nonempty_max(200))
+    pointer = fields.String(validate=[validate.Length(max=500), _json_pointer])
+    rank = WholeNumber(validate=validate.Range(min=0))
+    verdict = fields.String(required=True, validate=validate.OneOf(VERDICTS))
+
+
+class CorrectionBody(StrictSchema):
+    """A correction's body: the verdicts on one run. Also the body of a hand case."""
+
+    decisions = fields.String(validate=validate.OneOf(VERDICTS))
+    shouldCall = fields.List(fields.Nested(CallExpectation), validate=validate.Length(max=50))
+    mustNotCall = fields.List(
+        fields.String(validate=_nonempty_max(200)), validate=validate.Length(max=50)
+    )
+    answer = fields.String(validate=validate.OneOf(VERDICTS))
+    shouldSay = fields.String(validate=_nonempty_max(4000))
+    why = fields.String(validate=_nonempty_max(4000))
+    items = fields.List(fields.Nested(ItemVerdict), validate=validate.Length(max=100))
+
+    @validates_schema
+    def _rules(self, data: dict[str, Any], **_: Any) -> None:
+        errors: dict[str, list[str]] = {}
+
+        def add(field: str, message: str) -> None:
+            errors.setdefault(field, []).append(message)
+
+        if not any(k in data for k in ("decisions", "answer", "items")):
+            add("decisions", "Give at least one of decisions, answer and items.")
+        calls, banned = data.get("shouldCall"), data.get("mustNotCall")
+        if data.get("decisions") == "wrong":
+            if not calls and not banned:
+                add("decisions", "decisions: wrong needs an entry in shouldCall or mustNotCall.")
+        else:
+            for name in ("shouldCall", "mustNotCall"):
+                if name in data:
+                    add(name, 'Only with decisions: "wrong".')
+        both = {c["tool"] for c in calls or []} & set(banned or [])
+        if both:
+            add(
+                "mustNotCall",
+                f"A tool can't be in both shouldCall and mustNotCall: {', '.join(sorted(both))}.",
+            )
+        if data.get("answer") == "wrong":
+            if "shouldSay" not in data and "why" not in data:
+                add("answer", 'answer: "wrong" needs shouldSay or why.')
+        elif "shouldSay" in data:
+            add("shouldSay", 'Only with answer: "wrong".')
+        if "why" in data and "answer" not in data:
+            add("why", "Only with answer.")
+        keys = [item["key"] for item in data.get("items") or []]
+        if len(keys) != len(set(keys)):
+            add("items", "Each key once.")
+        if errors:
+            raise ValidationError(errors)
+
+
+class AddCaseBody(CorrectionBody):
+    runId = fields.String(required=True, validate=_nonempty_max(200))
+
+
+class RecordCorrectionBody(CorrectionBody):
+    group = fields.String(
+        validate=_nonempty_max(64), metadata={"description": "The correction's group, if any."}
+    )
+
+
+class CorrectionStatusBody(StrictSchema):
+    status = fields.String(required=True, validate=validate.OneOf(CORRECTION_STATUSES))
+
+
+class RetireBody(StrictSchema):
+    reason = fields.String(required=True, validate=_nonempty_max(1000))
+
+
+class RestoreBody(StrictSchema):
+    """Nothing to say: an empty object."""
+
+
+class ToolCall(StrictSchema):
+    tool = fields.String(required=True, validate=_nonempty_max(200))
+    args = fields.Dict(keys=fields.String(), load_default=dict)
+
+
+class RecordRunBody(StrictSchema):
+    id = fields.String(
+        validate=validate.Regexp(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"),
+        metadata={"description": "Your id for the run; one is made when left out."},
+    )
+    projectId = ProjectId(required=True)
+    version = fields.String(required=True, validate=_nonempty_max(100))
+    status = fields.String(required=True, validate=validate.OneOf(("running", "finished")))
+    input = fields.Raw(allow_none=True)
+    output = fields.Raw(allow_none=True)
+    calls = fields.List(fields.Nested(ToolCall), validate=validate.Length(max=1000))
+    replayOf = fields.String(validate=_nonempty_max(64))
+
+
+class NewTokenBody(StrictSchema):
+    name = fields.String(required=True, validate=_nonempty_max(200))
+    expiresAt = Timestamp(allow_none=True)
+
+
+# ---------------------------------------------------------------- query strings
+
+
+class QuerySchema(Schema):
+    """Query strings: unknown parameters are ignored, known ones checked."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+
+class TestSetQuery(QuerySchema):
+    projectId = ProjectId(required=True)
+
+
+class PageQuery(TestSetQuery):
+    limit = WholeNumber(load_default=25, validate=validate.Range(min=1, max=100))
+    cursor = fields.String(validate=validate.Length(min=1))
+
+
+class CasesQuery(PageQuery):
+    include = fields.String(validate=validate.OneOf(("retired",)))
+    kind = fields.String(
+        validate=validate.Regexp(KIND_RE, error="Comma-separated correction and hand.")
+    )
+
+
+class RunsQuery(PageQuery):
+    status = fields.String(validate=validate.OneOf(("running", "finished")))
+
+
+# ---------------------------------------------------------------- responses
+
+
+class OmitEmpty(Schema):
+    """Leaves out optional fields that have no value, as the reference's shapes do."""
+
+    OPTIONAL: tuple[str, ...] = ()
+
+    @post_dump
+    def _omit(self, data: dict[str, Any], **_: Any) -> dict[str, Any]:
+        for name in self.OPTIONAL:
+            if data.get(name) in (None, False):
+                data.pop(name, None)
+        return data
+
+
+class Actor(Schema):
+    kind = fields.String(required=True, validate=validate.OneOf(("user", "service")))
+    id = fields.String(required=True)
+
+
+class RetiredOut(Schema):
+    reason = fields.String(required=True)
+    by = fields.Nested(Actor, required=True)
+    at = Timestamp(required=True)
+
+
+class DecisionsOut(Schema):
+    verdict = fields.String(required=True, validate=validate.OneOf(VERDICTS))
+    shouldCall = fields.List(fields.Nested(CallExpectation))
+    mustNotCall = fields.List(fields.String())
+
+
+class AnswerOut(Schema):
+    verdict = fields.String(required=True, validate=validate.OneOf(VERDICTS))
+    shouldSay = fields.String()
+    why = fields.String()
+
+
+class ExpectOut(Schema):
+    """What a case expects; dumped from the stored dict, where a missing part stays missing."""
+
+    def get_attribute(self, obj: Any, attr: str, default: Any) -> Any:
+        return obj.get(attr, default)  # not getattr: a dict has an `items` method
+
+    decisions = fields.Nested(DecisionsOut)
+    answer = fields.Nested(AnswerOut)
+    items = fields.List(fields.Nested(ItemVerdict))
+
+
+class CaseOut(OmitEmpty):
+    OPTIONAL = ("retired", "expert")
+    id = fields.String(required=True)
+    kind = fields.String(required=True, validate=validate.OneOf(("correction", "hand")))
+    projectId = fields.String(required=True, attribute="project_id", metadata={"format": "uuid"})
+    runId = fields.String(required=True, attribute="run_id")
+    madeOn = fields.String(required=True, attribute="made_on")
+    expect = fields.Nested(ExpectOut, required=True)
+    addedBy = fields.Nested(Actor, required=True, attribute="added_by")
+    addedAt = Timestamp(required=True, attribute="added_at")
+    updatedAt = Timestamp(required=True, attribute="updated_at")
+    retired = fields.Nested(RetiredOut)
+    expert = fields.Boolean()
+
+
+class SnapshotOut(Schema):
+    input = fields.Raw(allow_none=True)
+    output = fields.Raw(allow_none=True)
+    calls = fields.Raw(allow_none=True)
+    takenAt = Timestamp(attribute="taken_at")
+
+
+class CaseDetailOut(CaseOut):
+    snapshot = fields.Nested(
+        SnapshotOut,
+        required=True,
+        metadata={"description": "The run's content as the case saw it."},
+    )
+
+
+class CasePage(Schema):
+    data = fields.List(fields.Nested(CaseOut), required=True)
+    nextCursor = fields.String()
+    hasMore = fields.Boolean(required=True)
+
+
+class CaseCounts(Schema):
+    active = fields.Integer(required=True)
+    retired = fields.Integer(required=True)
+
+
+class FrozenVersion(Schema):
+    testSetId = fields.String(required=True)
+    version = fields.String(required=True)
+
+
+class TestSetOut(OmitEmpty):
+    OPTIONAL = ("lastAddedAt", "frozenVersion")
+    agentId = fields.String(required=True)
+    projectId = fields.String(required=True, metadata={"format": "uuid"})
+    cases = fields.Nested(CaseCounts, required=True)
+    lastAddedAt = Timestamp()
+    frozenVersion = fields.Nested(FrozenVersion)
+
+
+class RunOut(OmitEmpty):
+    OPTIONAL = ("replayOf",)
+    id = fields.String(required=True)
+    projectId = fields.String(required=True, attribute="project_id", metadata={"format": "uuid"})
+    version = fields.String(required=True)
+    status = fields.String(required=True)
+    input = fields.Raw(allow_none=True)
+    output = fields.Raw(allow_none=True)
+    calls = fields.Raw(allow_none=True)
+    erased = fields.Boolean(required=True)
+    replayOf = fields.String(attribute="replay_of")
+    at = Timestamp(required=True)
+
+
+class RunPage(Schema):
+    data = fields.List(fields.Nested(RunOut), required=True)
+    nextCursor = fields.String()
+    hasMore = fields.Boolean(required=True)
+
+
+class CorrectionOut(OmitEmpty):
+    OPTIONAL = ("group",)
+    id = fields.String(required=True)
+    runId = fields.String(required=True, attribute="run_id")
+    projectId = fields.String(required=True, attribute="project_id", metadata={"format": "uuid"})
+    status = fields.String(required=True, validate=validate.OneOf(CORRECTION_STATUSES))
+    group = fields.String(attribute="group_id")
+    restricted = fields.Boolean(required=True, attribute="expert")
+    expect = fields.Nested(ExpectOut, required=True)
+    by = fields.Nested(Actor, required=True, attribute="added_by")
+    at = Timestamp(required=True, attribute="added_at")
+
+
+class TokenOut(OmitEmpty):
+    OPTIONAL = ("revokedAt",)
+    id = fields.String(required=True)
+    name = fields.String(required=True)
+    createdAt = Timestamp(required=True, attribute="created_at")
+    expiresAt = Timestamp(required=True, allow_none=True, attribute="expires_at")
+    revokedAt = Timestamp(attribute="revoked_at")
+
+
+class NewTokenOut(TokenOut):
+    secret = fields.String(required=True, metadata={"description": "Shown this once only."})
+
+
+class TokenList(Schema):
+    data = fields.List(fields.Nested(TokenOut), required=True)
+
+
+class ErrorBody(Schema):
+    code = fields.String(required=True)
+    message = fields.String(required=True)
+    details = fields.Dict()
+    requestId = fields.String(required=True)
+
+
+class ErrorOut(Schema):
+    error = fields.Nested(ErrorBody, required=True)
+
+
+def flatten_errors(messages: Any, prefix: str = "") -> dict[str, list[str]]:
+    """Marshmallow's nested error dict as `path → messages`, e.g. `shouldCall.0.tool`."""
+    if isinstance(messages, list) and all(isinstance(m, str) for m in messages):
+        return {prefix or "_body": list(messages)}
+    if not isinstance(messages, dict):
+        return {prefix or "_body": [str(messages)]}
+    flat: dict[str, list[str]] = {}
+    for key, value in messages.items():
+        name = "_body" if key == "_schema" else str(key)
+        path = f"{prefix}.{name}" if prefix else name
+        for p, msgs in flatten_errors(value, path).items():
+            flat.setdefault(p, []).extend(msgs)
+    return flat
+
+
+def load(schema: type[Schema], data: Any) -> dict[str, Any]:
+    """Validate `data` with `schema`: the loaded dict, or 400 `bad-input` naming each field."""
+    from .errors import bad_input
+
+    if not isinstance(data, dict):
+        raise bad_input({"_body": ["Send a JSON object."]})
+    try:
+        return schema().load(data)
+    except ValidationError as err:
+        raise bad_input(flatten_errors(err.messages)) from None

@@ -1,0 +1,913 @@
+"""The test-set service: every rule and every state change lives here.
+
+Routes (JSON and HTML) parse a request, call one function here, and dump what it returns.
+Functions take the authenticated `Principal`, check tenancy and permissions, change the session
+and flush; the request boundary commits (so a change and its Idempotency-Key record commit
+together). Another tenant's things look exactly like things that do not exist.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+from flask import current_app
+from jsonpointer import JsonPointer, JsonPointerException
+from sqlalchemy import and_, func, or_, select, tuple_, update
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.sql.elements import ColumnElement
+
+from . import cursors
+from .database import db, is_busy
+from .errors import (
+    RETRY_AFTER,
+    AgentNotFound,
+    CaseActive,
+    CaseNotFound,
+    CaseRetired,
+    CorrectionNotFound,
+    DatabaseBusy,
+    Forbidden,
+    ItemNotFound,
+    KeyInFlight,
+    KeyMismatch,
+    NotFound,
+    ProjectNotFound,
+    ReplayWithheld,
+    RunErased,
+    RunIsReplay,
+    RunNotFinished,
+    RunNotFound,
+    RunNotOfAgent,
+    StoreUnavailable,
+    Unauthenticated,
+    bad_input,
+)
+from .models import (
+    NOT_CASE_STATUSES,
+    Agent,
+    AgentProject,
+    Case,
+    Grant,
+    Group,
+    IdempotencyRecord,
+    Run,
+    Service,
+    Snapshot,
+    Tally,
+    Token,
+    User,
+)
+from .schemas import rfc3339
+
+TOKEN_PREFIX = "kgi_"
+IDEMPOTENCY_TTL = timedelta(hours=24)
+_hasher = PasswordHasher()
+
+
+def clock() -> datetime:
+    """Now, naive UTC to the millisecond (what is stored is what is shown)."""
+    now = datetime.now(UTC).replace(tzinfo=None)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{secrets.token_hex(10)}"
+
+
+# ---------------------------------------------------------------- who calls
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The authenticated caller: a user (session or personal token) or a service's token."""
+
+    kind: str  # user | service
+    id: str  # the user's or the service's id
+    tenant_id: str
+    admin: bool = False
+    token_id: str | None = None
+    name: str = ""
+
+    @property
+    def scope(self) -> str:
+        """Whose Idempotency-Keys and cursors these are: the principal, whichever token."""
+        return f"{self.kind}:{self.id}"
+
+    @property
+    def actor(self) -> dict[str, str]:
+        """Who did it, as recorded: a user's id, or for a service the token's public id."""
+        if self.kind == "service":
+            return {"kind": "service", "id": self.token_id or self.id}
+        return {"kind": "user", "id": self.id}
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def hash_password(password: str) -> str:
+    return _hasher.hash(password)
+
+
+def authenticate(authorization: str | None) -> Principal:
+    """The principal behind `Authorization: Bearer kgi_…`; 401 alike for every kind of bad token."""
+    scheme, _, secret = (authorization or "").partition(" ")
+    secret = secret.strip()
+    if scheme.lower() != "bearer" or not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
+        raise Unauthenticated()
+    token = db.session.scalar(select(Token).where(Token.secret_hash == hash_secret(secret)))
+    now = clock()
+    if (
+        token is None
+        or token.revoked_at is not None
+        or (token.expires_at is not None and token.expires_at <= now)
+    ):
+        raise Unauthenticated()
+    principal = _principal(token.principal_kind, token.principal_id, token_id=token.id)
+    if principal is None or principal.tenant_id != token.tenant_id:
+        raise Unauthenticated()
+    return principal
+
+
+def _principal(kind: str, principal_id: str, token_id: str | None = None) -> Principal | None:
+    if kind == "user":
+        user = db.session.get(User, principal_id)
+        if user is None:
+            return None
+        return Principal("user", user.id, user.tenant_id, user.admin, token_id, user.name)
+    svc = db.session.get(Service, principal_id)
+    if svc is None:
+        return None
+    return Principal("service", svc.id, svc.tenant_id, False, token_id, svc.name)
+
+
+def user_principal(user_id: str) -> Principal | None:
+    """The principal of a signed-in browser session."""
+    return _principal("user", user_id)
+
+
+def check_password(email: str, password: str) -> Principal | None:
+    """The user with this email and password, or None alike for a wrong email or password."""
+    user = db.session.scalar(select(User).where(User.email == email.strip().lower()))
+    try:
+        if user is None or not user.password_hash:
+            _hasher.verify(_DUMMY_HASH, password)  # same work either way
+            return None
+        _hasher.verify(user.password_hash, password)
+    except (VerificationError, InvalidHashError):
+        return None
+    return _principal("user", user.id)
+
+
+_DUMMY_HASH = _hasher.hash("not a password anyone has")
+
+
+# ---------------------------------------------------------------- tenancy and permissions
+
+
+def _agent(caller: Principal, agent_id: str) -> Agent:
+    agent = db.session.scalar(
+        select(Agent).where(Agent.tenant_id == caller.tenant_id, Agent.id == agent_id)
+    )
+    if agent is None:
+        raise AgentNotFound()
+    return agent
+
+
+def _serving_project(agent: Agent, project_id: str) -> str:
+    """The project, if it serves the agent; else 404 `project-not-found`."""
+    served = db.session.scalar(
+        select(AgentProject.project_id).where(
+            AgentProject.agent_pk == agent.pk, AgentProject.project_id == project_id
+        )
+    )
+    if served is None:
+        raise ProjectNotFound()
+    return served
+
+
+def _projects_of(agent: Agent) -> list[str]:
+    return list(
+        db.session.scalars(select(AgentProject.project_id).where(AgentProject.agent_pk == agent.pk))
+    )
+
+
+def _has(
+    caller: Principal, permission: str, *, project: str | None = None, agent: Agent | None = None
+) -> bool:
+    if caller.admin:
+        return True
+    target = Grant.project_id == project if project is not None else Grant.agent_pk == agent.pk
+    return (
+        db.session.scalar(
+            select(Grant.id)
+            .where(
+                Grant.principal_kind == caller.kind,
+                Grant.principal_id == caller.id,
+                Grant.permission == permission,
+                target,
+            )
+            .limit(1)
+        )
+        is not None
+    )
+
+
+def _require(caller: Principal, needs: list[tuple[str, str, Any]]) -> None:
+    """403 `forbidden` naming every permission in `needs` the caller lacks."""
+    missing = []
+    for permission, on, target in needs:
+        ok = (
+            _has(caller, permission, project=target)
+            if on == "project"
+            else _has(caller, permission, agent=target)
+        )
+        if not ok:
+            missing.append({"permission": permission, on: target if on == "project" else target.id})
+    if missing:
+        raise Forbidden(details={"needs": missing})
+
+
+def _require_read(caller: Principal, project_id: str) -> None:
+    _require(caller, [("read", "project", project_id)])
+
+
+def _require_publish(caller: Principal, agent: Agent, project_id: str) -> None:
+    """Publish on the agent, read on the case's project, and write there too when the agent
+    is served by more than one project."""
+    needs: list[tuple[str, str, Any]] = [
+        ("publish", "agent", agent),
+        ("read", "project", project_id),
+    ]
+    if len(_projects_of(agent)) > 1:
+        needs.append(("write", "project", project_id))
+    _require(caller, needs)
+
+
+def permissions(caller: Principal, agent_id: str, project_id: str) -> dict[str, bool]:
+    """What the caller may do in one test set, so pages offer only what the server allows."""
+    agent = _agent(caller, agent_id)
+    project_id = _serving_project(agent, project_id)
+    try:
+        _require_publish(caller, agent, project_id)
+        publish = True
+    except Forbidden:
+        publish = False
+    return {"read": _has(caller, "read", project=project_id), "publish": publish}
+
+
+# ---------------------------------------------------------------- counts
+
+
+def _is_case() -> ColumnElement[bool]:
+    """Rows that are cases: hand cases, and corrections not won't-fix or removed."""
+    return or_(Case.status.is_(None), Case.status.not_in(NOT_CASE_STATUSES))
+
+
+def _tally(case: Case, delta: int) -> None:
+    """Move the case's cell of its test set's counts by `delta`, atomically."""
+    values = {
+        "agent_pk": case.agent_pk,
+        "project_id": case.project_id,
+        "kind": case.kind,
+        "retired": case.retired_at is not None,
+        "expert": bool(case.expert),
+        "n": delta,
+    }
+    if db.session.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    stmt = insert(Tally).values(**values)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["agent_pk", "project_id", "kind", "retired", "expert"],
+        set_={"n": Tally.n + delta},
+    )
+    db.session.execute(stmt)
+
+
+def rebuild_tallies() -> None:
+    """Recount every test set from its cases (after a bulk load)."""
+    db.session.execute(Tally.__table__.delete())
+    retired = Case.retired_at.is_not(None)
+    rows = db.session.execute(
+        select(Case.agent_pk, Case.project_id, Case.kind, retired, Case.expert, func.count())
+        .where(_is_case())
+        .group_by(Case.agent_pk, Case.project_id, Case.kind, retired, Case.expert)
+    ).all()
+    db.session.execute(
+        Tally.__table__.insert(),
+        [
+            {
+                "agent_pk": a,
+                "project_id": p,
+                "kind": k,
+                "retired": bool(r),
+                "expert": bool(e),
+                "n": n,
+            }
+            for a, p, k, r, e, n in rows
+        ]
+        or [],
+    )
+
+
+@dataclass
+class Counts:
+    """A test set's counts; `by_cell` breaks the total down for the overview."""
+
+    agent_id: str
+    project_id: str
+    active: int = 0
+    retired: int = 0
+    correction: int = 0
+    hand: int = 0
+    expert: int = 0
+    last_added_at: datetime | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "agentId": self.agent_id,
+            "projectId": self.project_id,
+            "cases": {"active": self.active, "retired": self.retired},
+        }
+        if self.last_added_at is not None:
+            out["lastAddedAt"] = self.last_added_at
+        return out
+
+
+def test_set(caller: Principal, agent_id: str, project_id: str) -> Counts:
+    """How many cases the agent's test set has in the project, exact as of now."""
+    agent = _agent(caller, agent_id)
+    project_id = _serving_project(agent, project_id)
+    _require_read(caller, project_id)
+    return _counts(agent, project_id)
+
+
+def _counts(agent: Agent, project_id: str) -> Counts:
+    counts = Counts(agent.id, project_id)
+    for cell in db.session.scalars(
+        select(Tally).where(Tally.agent_pk == agent.pk, Tally.project_id == project_id)
+    ):
+        if cell.retired:
+            counts.retired += cell.n
+        else:
+            counts.active += cell.n
+            counts.expert += cell.n if cell.expert else 0
+            if cell.kind == "hand":
+                counts.hand += cell.n
+            else:
+                counts.correction += cell.n
+    counts.last_added_at = db.session.scalar(
+        select(Case.added_at)
+        .where(Case.agent_pk == agent.pk, Case.project_id == project_id, _is_case())
+        .order_by(Case.added_at.desc())
+        .limit(1)
+    )
+    return counts
+
+
+# ---------------------------------------------------------------- lists
+
+
+@dataclass
+class Page:
+    items: list[Any]
+    has_more: bool
+    next_cursor: str | None = None
+
+    def as_json(self, dump: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "data": [dump(item) for item in self.items],
+            "hasMore": self.has_more,
+        }
+        if self.next_cursor:
+            out["nextCursor"] = self.next_cursor
+        return out
+
+
+def _keyset_page(
+    stmt: Any,
+    order: tuple[Any, Any],
+    limit: int,
+    cursor: str | None,
+    binding: dict[str, Any],
+    position_of: Any,
+) -> Page:
+    """Newest first by (time, id), resuming strictly after a sealed cursor's position."""
+    secret = current_app.config["SECRET_KEY"]
+    now = clock().replace(tzinfo=UTC).timestamp()
+    if cursor:
+        at, ident = cursors.unseal(secret, cursor, binding, now)
+        stmt = stmt.where(tuple_(*order) < tuple_(datetime.fromisoformat(at), ident))
+    rows = list(
+        db.session.scalars(stmt.order_by(order[0].desc(), order[1].desc()).limit(limit + 1))
+    )
+    has_more = len(rows) > limit
+    rows = rows[:limit]
+    next_cursor = None
+    if has_more:
+        at, ident = position_of(rows[-1])
+        next_cursor = cursors.seal(secret, binding, [at.isoformat(), ident], now)
+    return Page(rows, has_more, next_cursor)
+
+
+def list_cases(
+    caller: Principal,
+    agent_id: str,
+    project_id: str,
+    *,
+    include: str | None = None,
+    kind: str | None = None,
+    limit: int = 25,
+    cursor: str | None = None,
+) -> Page:
+    """One page of the test set's cases, newest added first."""
+    agent = _agent(caller, agent_id)
+    project_id = _serving_project(agent, project_id)
+    _require_read(caller, project_id)
+    kinds = sorted(set(kind.split(","))) if kind else ["correction", "hand"]
+    stmt = select(Case).where(Case.agent_pk == agent.pk, Case.project_id == project_id, _is_case())
+    if include != "retired":
+        stmt = stmt.where(Case.retired_at.is_(None))
+    if len(kinds) == 1:
+        stmt = stmt.where(Case.kind == kinds[0])
+    binding = {
+        "list": "cases",
+        "agent": agent.pk,
+        "project": project_id,
+        "include": include or "",
+        "kind": kinds,
+        "caller": caller.scope,
+    }
+    return _keyset_page(
+        stmt, (Case.added_at, Case.id), limit, cursor, binding, lambda c: (c.added_at, c.id)
+    )
+
+
+def list_runs(
+    caller: Principal,
+    agent_id: str,
+    project_id: str,
+    *,
+    status: str | None = None,
+    limit: int = 25,
+    cursor: str | None = None,
+) -> Page:
+    """One page of the agent's runs in a project, newest first: the runs to pick a case from."""
+    agent = _agent(caller, agent_id)
+    project_id = _serving_project(agent, project_id)
+    _require_read(caller, project_id)
+    stmt = select(Run).where(Run.agent_pk == agent.pk, Run.project_id == project_id)
+    if status:
+        stmt = stmt.where(Run.status == status)
+    binding = {
+        "list": "runs",
+        "agent": agent.pk,
+        "project": project_id,
+        "status": status or "",
+        "caller": caller.scope,
+    }
+    return _keyset_page(stmt, (Run.at, Run.id), limit, cursor, binding, lambda r: (r.at, r.id))
+
+
+# ---------------------------------------------------------------- one case
+
+
+@dataclass
+class CaseView:
+    """A case with what belongs to it when shown alone."""
+
+    case: Case
+    snapshot: Snapshot | None
+    agent_id: str
+
+
+def _case(caller: Principal, agent: Agent, case_id: str, *, lock: bool = False) -> Case:
+    stmt = select(Case).where(
+        Case.id == case_id,
+        Case.agent_pk == agent.pk,
+        Case.tenant_id == caller.tenant_id,
+        _is_case(),
+    )
+    case = db.session.scalar(stmt.with_for_update() if lock else stmt)
+    if case is None:
+        raise CaseNotFound()
+    return case
+
+
+def get_case(caller: Principal, agent_id: str, case_id: str) -> CaseView:
+    """A case with its run's snapshot."""
+    agent = _agent(caller, agent_id)
+    case = _case(caller, agent, case_id)
+    _require_read(caller, case.project_id)
+    return CaseView(case, db.session.get(Snapshot, case.run_id), agent.id)
+
+
+def retire_case(caller: Principal, agent_id: str, case_id: str, reason: str) -> Case:
+    """Take a case out of grading; it stays listed with `include=retired`."""
+    agent = _agent(caller, agent_id)
+    case = _case(caller, agent, case_id, lock=True)
+    _require_publish(caller, agent, case.project_id)
+    if case.retired_at is not None:
+        raise CaseRetired()
+    now = clock()
+    _tally(case, -1)
+    by = caller.actor
+    case.retired_reason, case.retired_by_kind, case.retired_by_id = reason, by["kind"], by["id"]
+    case.retired_at = case.updated_at = now
+    _tally(case, +1)
+    db.session.flush()
+    return case
+
+
+def restore_case(caller: Principal, agent_id: str, case_id: str) -> Case:
+    """Put a retired case back into grading."""
+    agent = _agent(caller, agent_id)
+    case = _case(caller, agent, case_id, lock=True)
+    _require_publish(caller, agent, case.project_id)
+    if case.retired_at is None:
+        raise CaseActive()
+    _tally(case, -1)
+    case.retired_reason = case.retired_by_kind = case.retired_by_id = case.retired_at = None
+    case.updated_at = clock()
+    _tally(case, +1)
+    db.session.flush()
+    return case
+
+
+# ---------------------------------------------------------------- adding cases and corrections
+
+
+def _run_of(caller: Principal, agent: Agent, run_id: str) -> Run:
+    run = db.session.get(Run, run_id)
+    if run is None or run.tenant_id != caller.tenant_id:
+        raise RunNotFound()
+    if run.agent_pk != agent.pk:
+        raise RunNotOfAgent()
+    return run
+
+
+def _check_run_can_be_case(run: Run) -> None:
+    if run.replay_of is not None:
+        raise RunIsReplay()
+    if run.erased:
+        raise RunErased()
+    if run.status != "finished":
+        raise RunNotFinished()
+
+
+def expect_of(body: dict[str, Any]) -> dict[str, Any]:
+    """A correction's body as what a case expects: one part per verdict given."""
+    expect: dict[str, Any] = {}
+    if "decisions" in body:
+        decisions: dict[str, Any] = {"verdict": body["decisions"]}
+        if "shouldCall" in body:
+            decisions["shouldCall"] = [
+                {"tool": c["tool"], "args": c.get("args", {})} for c in body["shouldCall"]
+            ]
+        if "mustNotCall" in body:
+            decisions["mustNotCall"] = list(body["mustNotCall"])
+        expect["decisions"] = decisions
+    if "answer" in body:
+        answer = {"verdict": body["answer"]}
+        answer.update({k: body[k] for k in ("shouldSay", "why") if k in body})
+        expect["answer"] = answer
+    if "items" in body:
+        expect["items"] = [dict(item) for item in body["items"]]
+    return expect
+
+
+_MISSING = object()
+
+
+def _snapshot(run: Run, now: datetime) -> Snapshot:
+    """The run's snapshot, taken now by its first correction or case."""
+    snap = db.session.get(Snapshot, run.id)
+    if snap is None:
+        snap = Snapshot(
+            run_id=run.id, input=run.input, output=run.output, calls=run.calls, taken_at=now
+        )
+        db.session.add(snap)
+    return snap
+
+
+def _check_items(items: Iterable[dict[str, Any]], output: Any) -> None:
+    """Every item's pointer must point at something in the run's output."""
+    for index, item in enumerate(items):
+        if "pointer" not in item:
+            continue
+        try:
+            found = JsonPointer(item["pointer"]).resolve(output, _MISSING)
+        except JsonPointerException:
+            found = _MISSING
+        if found is _MISSING or type(found).__name__ == "EndOfList":
+            raise ItemNotFound(
+                details={
+                    "fields": {
+                        f"items.{index}.pointer": ["Resolves to nothing in the run's output."]
+                    }
+                }
+            )
+
+
+def _new_case(caller: Principal, agent: Agent, run: Run, body: dict[str, Any], **kw: Any) -> Case:
+    now = clock()
+    snap = _snapshot(run, now)
+    _check_items(body.get("items", []), snap.output)
+    by = caller.actor
+    case = Case(
+        tenant_id=caller.tenant_id,
+        agent_pk=agent.pk,
+        project_id=run.project_id,
+        run_id=run.id,
+        made_on=run.version,
+        expect=expect_of(body),
+        added_by_kind=by["kind"],
+        added_by_id=by["id"],
+        added_at=now,
+        updated_at=now,
+        **kw,
+    )
+    db.session.add(case)
+    _tally(case, +1)
+    db.session.flush()
+    return case
+
+
+def add_hand_case(caller: Principal, agent_id: str, body: dict[str, Any]) -> Case:
+    """A case by hand from a correction's body on one of the agent's finished runs."""
+    agent = _agent(caller, agent_id)
+    run = _run_of(caller, agent, body["runId"])
+    _require_publish(caller, agent, run.project_id)
+    _check_run_can_be_case(run)
+    return _new_case(caller, agent, run, body, id=new_id("case"), kind="hand", expert=True)
+
+
+def record_correction(caller: Principal, agent_id: str, run_id: str, body: dict[str, Any]) -> Case:
+    """An expert's verdict on a finished run; it is a case while its status keeps it one."""
+    agent = _agent(caller, agent_id)
+    run = _run_of(caller, agent, run_id)
+    _require(caller, [("write", "project", run.project_id)])
+    _check_run_can_be_case(run)
+    restricted = False
+    if "group" in body:
+        group = db.session.get(Group, body["group"])
+        if group is None or group.agent_pk != agent.pk:
+            raise bad_input({"group": ["No such group of this agent."]})
+        restricted = group.restricted
+    return _new_case(
+        caller,
+        agent,
+        run,
+        body,
+        id=new_id("cor"),
+        kind="correction",
+        status="open",
+        group_id=body.get("group"),
+        expert=restricted,
+    )
+
+
+def set_correction_status(
+    caller: Principal, agent_id: str, correction_id: str, status: str
+) -> Case:
+    """Move a correction along; leaving or re-entering the set changes the counts at once."""
+    agent = _agent(caller, agent_id)
+    case = db.session.scalar(
+        select(Case)
+        .where(
+            Case.id == correction_id,
+            Case.agent_pk == agent.pk,
+            Case.kind == "correction",
+            Case.tenant_id == caller.tenant_id,
+        )
+        .with_for_update()
+    )
+    if case is None:
+        raise CorrectionNotFound()
+    _require(caller, [("write", "project", case.project_id)])
+    was_case = case.is_case
+    case.status = status
+    if was_case != case.is_case:
+        _tally(case, +1 if case.is_case else -1)
+    db.session.flush()
+    return case
+
+
+# ---------------------------------------------------------------- runs
+
+
+def record_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> Run:
+    """A run of an agent version in a project, as the agent platform reports it."""
+    agent = _agent(caller, agent_id)
+    project_id = _serving_project(agent, body["projectId"])
+    _require(caller, [("write", "project", project_id)])
+    run_id = body.get("id") or new_id("run")
+    if db.session.get(Run, run_id) is not None:
+        raise bad_input({"id": ["A run with this id exists."]})
+    if "replayOf" in body:
+        original = db.session.get(Run, body["replayOf"])
+        if original is None or original.agent_pk != agent.pk:
+            raise bad_input({"replayOf": ["No such run of this agent."]})
+    if body["version"] not in agent.versions:
+        agent.versions = [*agent.versions, body["version"]]
+    run = Run(
+        id=run_id,
+        tenant_id=caller.tenant_id,
+        agent_pk=agent.pk,
+        project_id=project_id,
+        version=body["version"],
+        status=body["status"],
+        input=body.get("input"),
+        output=body.get("output"),
+        calls=body.get("calls", []),
+        erased=False,
+        replay_of=body.get("replayOf"),
+        at=clock(),
+    )
+    db.session.add(run)
+    db.session.flush()
+    return run
+
+
+# ---------------------------------------------------------------- tokens
+
+
+def create_token(caller: Principal, name: str, expires_at: datetime | None) -> tuple[Token, str]:
+    """A personal (or service) token; its secret is returned this once and kept only hashed."""
+    now = clock()
+    if expires_at is not None and expires_at <= now:
+        raise bad_input({"expiresAt": ["Must be in the future."]})
+    secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = Token(
+        id=new_id("tok"),
+        tenant_id=caller.tenant_id,
+        principal_kind=caller.kind,
+        principal_id=caller.id,
+        name=name,
+        secret_hash=hash_secret(secret),
+        created_at=now,
+        expires_at=expires_at,
+    )
+    db.session.add(token)
+    db.session.flush()
+    return token, secret
+
+
+def list_tokens(caller: Principal) -> list[Token]:
+    return list(
+        db.session.scalars(
+            select(Token)
+            .where(Token.principal_kind == caller.kind, Token.principal_id == caller.id)
+            .order_by(Token.created_at.desc(), Token.id.desc())
+        )
+    )
+
+
+def revoke_token(caller: Principal, token_id: str) -> None:
+    """Revoke one of the caller's own tokens; others' look like none."""
+    token = db.session.get(Token, token_id)
+    if token is None or (token.principal_kind, token.principal_id) != (caller.kind, caller.id):
+        raise NotFound("No such token of yours.")
+    if token.revoked_at is None:
+        token.revoked_at = clock()
+    db.session.flush()
+
+
+# ---------------------------------------------------------------- Idempotency-Key
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    status: int
+    content_type: str | None
+    location: str | None
+    body: bytes
+
+
+def claim_key(caller: Principal, key: str, fingerprint: str) -> StoredAnswer | None:
+    """Claim `key` for this request (None: go ahead), or the first request's stored answer.
+
+    The claim commits at once in its own transaction, so other processes see it: a second
+    request with the key gets 409 in-flight until the first settles or its lease runs out.
+    """
+    lease = timedelta(seconds=current_app.config["IDEMPOTENCY_LEASE_SECONDS"])
+    try:
+        for _attempt in range(2):
+            now = clock()
+            rec = db.session.get(IdempotencyRecord, (caller.scope, key), with_for_update=True)
+            if rec is not None and rec.created_at <= now - IDEMPOTENCY_TTL:
+                db.session.delete(rec)
+                db.session.flush()
+                rec = None
+            if rec is None:
+                db.session.add(
+                    IdempotencyRecord(
+                        scope=caller.scope,
+                        key=key,
+                        fingerprint=fingerprint,
+                        created_at=now,
+                        lease_until=now + lease,
+                    )
+                )
+                try:
+                    db.session.commit()
+                    return None
+                except IntegrityError:  # another process claimed it first: look again
+                    db.session.rollback()
+                    continue
+            answer = _answer_for(rec, fingerprint, now, lease)
+            db.session.commit()
+            return answer
+        raise KeyInFlight(headers=RETRY_AFTER)
+    except SQLAlchemyError as exc:
+        db.session.rollback()
+        raise StoreUnavailable() from exc
+
+
+def _answer_for(
+    rec: IdempotencyRecord, fingerprint: str, now: datetime, lease: timedelta
+) -> StoredAnswer | None:
+    if rec.fingerprint != fingerprint:
+        raise KeyMismatch()
+    if rec.status is None:  # in flight
+        if rec.lease_until is not None and rec.lease_until > now:
+            raise KeyInFlight(headers=RETRY_AFTER)
+        rec.lease_until = now + lease  # the first request died: take its claim over
+        return None
+    if rec.withheld:
+        raise ReplayWithheld(
+            details={
+                "status": rec.status,
+                "succeededAt": rfc3339(rec.succeeded_at),
+            }
+        )
+    return StoredAnswer(rec.status, rec.content_type, rec.location, rec.body or b"")
+
+
+def settle_key(
+    caller: Principal,
+    key: str,
+    status: int,
+    content_type: str | None,
+    location: str | None,
+    body: bytes,
+    withhold: bool,
+) -> None:
+    """Keep the answer with the key, in the transaction of the change it made."""
+    db.session.execute(
+        update(IdempotencyRecord)
+        .where(IdempotencyRecord.scope == caller.scope, IdempotencyRecord.key == key)
+        .values(
+            status=status,
+            content_type=content_type,
+            location=location,
+            body=None if withhold else body,
+            withheld=withhold,
+            lease_until=None,
+            succeeded_at=clock() if status < 300 else None,
+        )
+    )
+
+
+def release_key(caller: Principal, key: str) -> None:
+    """Drop a claim whose request changed nothing (401, 5xx): the key may be used again.
+
+    Best effort: if the database can't take even this, the claim's lease runs out instead.
+    """
+    db.session.rollback()
+    try:
+        db.session.execute(
+            IdempotencyRecord.__table__.delete().where(
+                and_(
+                    IdempotencyRecord.scope == caller.scope,
+                    IdempotencyRecord.key == key,
+                    IdempotencyRecord.status.is_(None),
+                )
+            )
+        )
+        db.session.commit()
+    except SQLAlchemyError:
+        db.session.rollback()
+
+
+# ---------------------------------------------------------------- the unit of work
+
+
+def commit() -> None:
+    """Commit the request's changes; a database that can't answer in time is 503 busy."""
+    try:
+        db.session.commit()
+    except SQLAlchemyError as exc:
+        db.session.rollback()
+        if is_busy(exc):
+            raise DatabaseBusy() from exc
+        raise

@@ -1,0 +1,392 @@
+"""Loading a world file: tenants, people, agents, runs, corrections and cases, all or nothing.
+
+This is the seeding tool behind `flask kindgi load` and `flask kindgi demo`. It writes rows in
+bulk (a million cases in seconds), so it checks every entry itself and names the bad one; the
+derived state (snapshots, counts) is made by the same rules the service applies one at a time.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from marshmallow import ValidationError
+from sqlalchemy import insert, select
+from sqlalchemy.exc import IntegrityError
+
+from . import schemas, service
+from .database import db
+from .models import (
+    CORRECTION_STATUSES,
+    Agent,
+    AgentProject,
+    Case,
+    Grant,
+    Group,
+    Project,
+    Run,
+    Service,
+    Snapshot,
+    Tenant,
+    Token,
+    User,
+)
+
+BATCH = 20_000
+
+
+class WorldError(ValueError):
+    """A world file entry that can't be loaded; the message names it."""
+
+
+def _time(value: Any, where: str) -> datetime:
+    try:
+        return schemas.Timestamp().deserialize(value)
+    except ValidationError:
+        raise WorldError(f"{where}: not an RFC 3339 time with a zone: {value!r}") from None
+
+
+def _need(entry: dict[str, Any], where: str, *names: str) -> None:
+    missing = [n for n in names if entry.get(n) in (None, "")]
+    if missing:
+        raise WorldError(f"{where}: missing {', '.join(missing)}")
+
+
+def _bulk(model: type, rows: Iterable[dict[str, Any]]) -> int:
+    """Insert rows in batches; returns how many."""
+    batch: list[dict[str, Any]] = []
+    count = 0
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= BATCH:
+            db.session.execute(insert(model), batch)
+            count += len(batch)
+            batch = []
+    if batch:
+        db.session.execute(insert(model), batch)
+        count += len(batch)
+    return count
+
+
+class _Loader:
+    """Resolves the references between entries (and to what the database already holds)."""
+
+    def __init__(self, world: dict[str, Any], trusted: bool) -> None:
+        self.world = world
+        self.trusted = trusted
+        self.now = service.clock()
+        self.tenants = set(db.session.scalars(select(Tenant.id)))
+        self.principals: dict[str, tuple[str, str]] = {}  # id → (kind, tenant)
+        for u in db.session.execute(select(User.id, User.tenant_id)):
+            self.principals[u.id] = ("user", u.tenant_id)
+        for s in db.session.execute(select(Service.id, Service.tenant_id)):
+            self.principals[s.id] = ("service", s.tenant_id)
+        self.projects = {
+            p.id: p.tenant_id for p in db.session.execute(select(Project.id, Project.tenant_id))
+        }
+        self.agents: dict[tuple[str, str], Agent] = {
+            (a.tenant_id, a.id): a for a in db.session.scalars(select(Agent))
+        }
+        self.served = {
+            (ap.agent_pk, ap.project_id) for ap in db.session.scalars(select(AgentProject))
+        }
+        self.groups = {g.id: g for g in db.session.scalars(select(Group))}
+        self.runs: dict[str, dict[str, Any]] = {}
+
+    def entries(self, name: str) -> Iterable[tuple[str, dict[str, Any]]]:
+        items = self.world.get(name) or []
+        if not isinstance(items, list):
+            raise WorldError(f"{name}: must be a list")
+        for i, entry in enumerate(items):
+            where = f"{name}[{i}]" + (
+                f" ({entry.get('id')})" if isinstance(entry, dict) and entry.get("id") else ""
+            )
+            if not isinstance(entry, dict):
+                raise WorldError(f"{where}: must be an object")
+            yield where, entry
+
+    def tenant(self, tenant: Any, where: str) -> str:
+        if tenant not in self.tenants:
+            raise WorldError(f"{where}: unknown tenant {tenant!r}")
+        return tenant
+
+    def principal(self, pid: Any, where: str) -> tuple[str, str]:
+        if pid not in self.principals:
+            raise WorldError(f"{where}: unknown user or service {pid!r}")
+        return self.principals[pid]
+
+    def project(self, pid: Any, where: str) -> str:
+        key = str(pid).lower()
+        if key not in self.projects:
+            raise WorldError(f"{where}: unknown project {pid!r}")
+        return key
+
+    def agent(self, tenant: str, agent_id: Any, where: str) -> Agent:
+        agent = self.agents.get((tenant, agent_id))
+        if agent is None:
+            raise WorldError(f"{where}: unknown agent {agent_id!r} in tenant {tenant!r}")
+        return agent
+
+    def agent_anywhere(self, agent_id: Any, where: str) -> Agent:
+        found = [a for (_, aid), a in self.agents.items() if aid == agent_id]
+        if len(found) != 1:
+            raise WorldError(
+                f"{where}: {'unknown' if not found else 'ambiguous'} agent {agent_id!r}"
+            )
+        return found[0]
+
+    def run(self, run_id: Any, where: str) -> dict[str, Any]:
+        run = self.runs.get(run_id)
+        if run is None:
+            stored = db.session.get(Run, run_id) if isinstance(run_id, str) else None
+            if stored is None:
+                raise WorldError(f"{where}: unknown run {run_id!r}")
+            run = {c.name: getattr(stored, c.name) for c in Run.__table__.columns}
+            run["_stored"] = True
+            self.runs[run_id] = run
+        return run
+
+    def body(self, entry: dict[str, Any], where: str) -> dict[str, Any]:
+        raw = entry.get("body")
+        if self.trusted:
+            return raw
+        try:
+            return schemas.CorrectionBody().load(raw if isinstance(raw, dict) else {})
+        except ValidationError as err:
+            raise WorldError(f"{where}: body: {schemas.flatten_errors(err.messages)}") from None
+
+    # ------------------------------------------------------------ the load, in reference order
+
+    def load(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for where, t in self.entries("tenants"):
+            _need(t, where, "id")
+            db.session.add(Tenant(id=t["id"], name=t.get("name") or t["id"]))
+            self.tenants.add(t["id"])
+        db.session.flush()  # rows of different tables have no relationship() to order them by
+        for kind, model in (("users", User), ("services", Service)):
+            for where, p in self.entries(kind):
+                _need(p, where, "id", "tenant")
+                tenant = self.tenant(p["tenant"], where)
+                if p["id"] in self.principals:
+                    raise WorldError(f"{where}: the id {p['id']!r} is taken")
+                if model is User:
+                    _need(p, where, "email")
+                    db.session.add(
+                        User(
+                            id=p["id"],
+                            tenant_id=tenant,
+                            email=p["email"].strip().lower(),
+                            name=p.get("name") or p["id"],
+                            admin=bool(p.get("admin")),
+                            password_hash=service.hash_password(p["password"])
+                            if p.get("password")
+                            else None,
+                        )
+                    )
+                else:
+                    db.session.add(
+                        Service(id=p["id"], tenant_id=tenant, name=p.get("name") or p["id"])
+                    )
+                self.principals[p["id"]] = (kind[:-1], tenant)
+        db.session.flush()
+        for where, t in self.entries("tokens"):
+            _need(t, where, "id", "principal", "secret")
+            kind, tenant = self.principal(t["principal"], where)
+            if not str(t["secret"]).startswith(service.TOKEN_PREFIX):
+                raise WorldError(f"{where}: a secret starts with {service.TOKEN_PREFIX}")
+            db.session.add(
+                Token(
+                    id=t["id"],
+                    tenant_id=tenant,
+                    principal_kind=kind,
+                    principal_id=t["principal"],
+                    name=t.get("name") or t["id"],
+                    secret_hash=service.hash_secret(t["secret"]),
+                    created_at=self.now,
+                    expires_at=_time(t["expiresAt"], where) if t.get("expiresAt") else None,
+                    revoked_at=self.now if t.get("revoked") else None,
+                )
+            )
+        db.session.flush()
+        for where, p in self.entries("projects"):
+            _need(p, where, "id", "tenant")
+            if not schemas.UUID_RE.match(str(p["id"])):
+                raise WorldError(f"{where}: a project id is a UUID")
+            tenant = self.tenant(p["tenant"], where)
+            db.session.add(
+                Project(id=p["id"].lower(), tenant_id=tenant, name=p.get("name") or p["id"])
+            )
+            self.projects[p["id"].lower()] = tenant
+        db.session.flush()
+        for where, a in self.entries("agents"):
+            _need(a, where, "id", "tenant")
+            tenant = self.tenant(a["tenant"], where)
+            if (tenant, a["id"]) in self.agents:
+                raise WorldError(f"{where}: agent {a['id']!r} exists in tenant {tenant!r}")
+            agent = Agent(tenant_id=tenant, id=a["id"], versions=list(a.get("versions") or []))
+            db.session.add(agent)
+            db.session.flush()
+            self.agents[(tenant, a["id"])] = agent
+            for pid in a.get("projects") or []:
+                project = self.project(pid, where)
+                if self.projects[project] != tenant:
+                    raise WorldError(f"{where}: project {pid!r} is another tenant's")
+                db.session.add(AgentProject(agent_pk=agent.pk, project_id=project))
+                self.served.add((agent.pk, project))
+        for where, g in self.entries("grants"):
+            _need(g, where, "principal", "permission")
+            kind, tenant = self.principal(g["principal"], where)
+            grant = Grant(
+                principal_kind=kind, principal_id=g["principal"], permission=g["permission"]
+            )
+            if g["permission"] in ("read", "write"):
+                grant.project_id = self.project(g.get("project"), where)
+            elif g["permission"] == "publish":
+                grant.agent_pk = self.agent(tenant, g.get("agent"), where).pk
+            else:
+                raise WorldError(f"{where}: permission is read, write or publish")
+            db.session.add(grant)
+        for where, g in self.entries("groups"):
+            _need(g, where, "id", "agent")
+            group = Group(
+                id=g["id"],
+                agent_pk=self.agent_anywhere(g["agent"], where).pk,
+                restricted=bool(g.get("restricted")),
+            )
+            db.session.add(group)
+            self.groups[g["id"]] = group
+        db.session.flush()
+        counts["runs"] = _bulk(Run, self._runs())
+        cases = list(self._corrections()) + list(self._hand_cases())
+        counts["snapshots"] = _bulk(Snapshot, self._snapshots(cases))
+        counts["cases"] = _bulk(Case, cases)
+        service.rebuild_tallies()
+        return counts
+
+    def _runs(self) -> Iterable[dict[str, Any]]:
+        for where, r in self.entries("runs"):
+            _need(r, where, "id", "agent", "project", "version", "at")
+            project = self.project(r["project"], where)
+            tenant = self.projects[project]
+            agent = self.agent(tenant, r["agent"], where)
+            if (agent.pk, project) not in self.served:
+                raise WorldError(f"{where}: project {project} does not serve {agent.id}")
+            if r.get("status", "finished") not in ("running", "finished"):
+                raise WorldError(f"{where}: status is running or finished")
+            if r["id"] in self.runs:
+                raise WorldError(f"{where}: the id {r['id']!r} is taken")
+            if r.get("replayOf") is not None:
+                self.run(r["replayOf"], where)
+            row = {
+                "id": r["id"],
+                "tenant_id": tenant,
+                "agent_pk": agent.pk,
+                "project_id": project,
+                "version": r["version"],
+                "status": r.get("status", "finished"),
+                "input": r.get("input"),
+                "output": r.get("output"),
+                "calls": r.get("calls", []),
+                "erased": bool(r.get("erased")),
+                "replay_of": r.get("replayOf"),
+                "at": _time(r["at"], where),
+            }
+            self.runs[r["id"]] = row
+            yield row
+
+    def _case_row(self, where: str, e: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        _need(e, where, "id", "run", "by", "at")
+        run = self.run(e["run"], where)
+        kind, tenant = self.principal(e["by"], where)
+        if tenant != run["tenant_id"]:
+            raise WorldError(f"{where}: {e['by']!r} is not of the run's tenant")
+        at = _time(e["at"], where)
+        row = {
+            "id": e["id"],
+            "tenant_id": tenant,
+            "agent_pk": run["agent_pk"],
+            "project_id": run["project_id"],
+            "run_id": run["id"],
+            "made_on": run["version"],
+            "expect": service.expect_of(self.body(e, where)),
+            "added_by_kind": kind,
+            "added_by_id": e["by"],
+            "added_at": at,
+            "updated_at": at,
+            "status": None,
+            "group_id": None,
+            "retired_reason": None,
+            "retired_by_kind": None,
+            "retired_by_id": None,
+            "retired_at": None,
+            **kw,
+        }
+        retired = e.get("retired")
+        if retired:
+            _need(retired, f"{where}.retired", "reason", "by", "at")
+            by_kind, _ = self.principal(retired["by"], f"{where}.retired")
+            row.update(
+                retired_reason=retired["reason"],
+                retired_by_kind=by_kind,
+                retired_by_id=retired["by"],
+                retired_at=_time(retired["at"], where),
+            )
+            row["updated_at"] = row["retired_at"]
+        return row
+
+    def _corrections(self) -> Iterable[dict[str, Any]]:
+        for where, c in self.entries("corrections"):
+            status = c.get("status", "open")
+            if status not in CORRECTION_STATUSES:
+                raise WorldError(f"{where}: status is one of {', '.join(CORRECTION_STATUSES)}")
+            group = self.groups.get(c["group"]) if c.get("group") else None
+            if c.get("group") and group is None:
+                raise WorldError(f"{where}: unknown group {c['group']!r}")
+            restricted = c.get("restricted", group.restricted if group else False)
+            yield self._case_row(
+                where,
+                c,
+                kind="correction",
+                status=status,
+                group_id=c.get("group"),
+                expert=bool(restricted),
+            )
+
+    def _hand_cases(self) -> Iterable[dict[str, Any]]:
+        for where, c in self.entries("cases"):
+            if not str(c.get("id", "")).startswith("case-"):
+                raise WorldError(f"{where}: a hand case's id starts with case-")
+            yield self._case_row(where, c, kind="hand", expert=True)
+
+    def _snapshots(self, cases: list[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+        """Each run with a correction or case keeps a copy of its content from the first one."""
+        first: dict[str, datetime] = defaultdict(lambda: datetime.max)
+        for case in cases:
+            first[case["run_id"]] = min(first[case["run_id"]], case["added_at"])
+        stored = [r for r in first if self.runs[r].get("_stored")]
+        have = set(db.session.scalars(select(Snapshot.run_id).where(Snapshot.run_id.in_(stored))))
+        for run_id, at in first.items():
+            if run_id in have:
+                continue
+            run = self.runs[run_id]
+            yield {
+                "run_id": run_id,
+                "input": run["input"],
+                "output": run["output"],
+                "calls": run["calls"],
+                "taken_at": at,
+            }
+
+
+def load(world: dict[str, Any], *, trusted: bool = False) -> dict[str, int]:
+    """Load a world in the session's transaction; the caller commits. Raises WorldError."""
+    if not isinstance(world, dict):
+        raise WorldError("a world file is a JSON object")
+    try:
+        return _Loader(world, trusted).load()
+    except IntegrityError as exc:
+        db.session.rollback()
+        raise WorldError(f"conflicts with what is stored: {exc.orig}") from None
