@@ -1,0 +1,129 @@
+"""Fixtures: an app on a fresh real database per test, a client, and a small two-tenant world.
+
+The world (tests/world.json) has one agent served by one project (acme.drafting / P1), one served
+by two (acme.multi / P2, P3), and a second tenant whose agent has the same id. Every principal
+has a token whose secret is `kgi_<name>`: see `TOKENS`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import inspect, text
+
+from kindgi import create_app, world
+from kindgi.database import db
+
+HERE = Path(__file__).parent
+WORLD = json.loads((HERE / "world.json").read_text())
+
+P1 = "2489e9ad-2ee2-8e00-8ec9-32d5f69181c0"
+P2 = "b1f1c0de-0000-4000-8000-000000000002"
+P3 = "b1f1c0de-0000-4000-8000-000000000003"
+PG = "9c0ffee0-0000-4000-8000-0000000000aa"
+AGENT = "acme.drafting"
+MULTI = "acme.multi"
+TOKENS = {
+    name: f"kgi_{name}"
+    for name in ("admin", "reader", "publisher", "expert", "writer", "nobody", "ci", "globex")
+}
+
+
+def database_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'kindgi.sqlite'}"
+
+
+@pytest.fixture
+def app(tmp_path: Path):
+    app = create_app({
+        "TESTING": True,
+        "SECRET_KEY": "test-secret",
+        "SQLALCHEMY_DATABASE_URI": database_url(tmp_path),
+    })
+    with app.app_context():
+        db.create_all()
+        world.load(WORLD)
+        db.session.commit()
+        db.session.remove()
+    yield app
+    with app.app_context():
+        db.engine.dispose()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+class Api:
+    """The test client speaking JSON as a named principal (`as_="reader"`, or None for no token)."""
+
+    def __init__(self, client) -> None:
+        self.client = client
+
+    def call(self, method: str, path: str, *, as_: str | None = "admin", json: Any = None,
+             headers: dict[str, str] | None = None, **kw: Any):
+        hdrs = dict(headers or {})
+        if as_ is not None:
+            hdrs.setdefault("Authorization", f"Bearer {TOKENS.get(as_, as_)}")
+        return self.client.open(path, method=method, json=json, headers=hdrs, **kw)
+
+    def get(self, path: str, **kw: Any):
+        return self.call("GET", path, **kw)
+
+    def post(self, path: str, json: Any = None, **kw: Any):
+        return self.call("POST", path, json=json, **kw)
+
+    def patch(self, path: str, json: Any = None, **kw: Any):
+        return self.call("PATCH", path, json=json, **kw)
+
+    def delete(self, path: str, **kw: Any):
+        return self.call("DELETE", path, **kw)
+
+
+@pytest.fixture
+def api(client) -> Api:
+    return Api(client)
+
+
+def snapshot_db(app) -> dict[str, list[tuple]]:
+    """Every row of every table, to show that a refused request changed nothing."""
+    with app.app_context():
+        tables = inspect(db.engine).get_table_names()
+        with db.engine.connect() as conn:
+            return {
+                t: sorted(map(tuple, conn.execute(text(f'SELECT * FROM "{t}"'))), key=repr)
+                for t in tables
+            }
+
+
+@pytest.fixture
+def unchanged(app):
+    """`with unchanged(): …` fails unless the database is exactly as before."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def check() -> Iterator[None]:
+        before = snapshot_db(app)
+        yield
+        after = snapshot_db(app)
+        # idempotency records may hold a kept 4xx answer; everything else must be untouched
+        before.pop("idempotency_keys", None)
+        after.pop("idempotency_keys", None)
+        assert after == before
+
+    return check
+
+
+def error_of(resp) -> dict[str, Any]:
+    """The error envelope, checked for its invariant parts."""
+    body = resp.get_json()
+    assert set(body) == {"error"}, body
+    err = body["error"]
+    assert err["requestId"] == resp.headers["X-Request-Id"]
+    assert isinstance(err["message"], str) and err["message"]
+    return err
