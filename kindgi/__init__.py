@@ -47,11 +47,12 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     with app.app_context():
         install_sqlite_hooks(db.engine)
 
-    from . import api, cli, errors, http
+    from . import api, cli, errors, http, pages
 
     http.register(app)
     errors.register(app)
     app.register_blueprint(api.bp)
+    app.register_blueprint(pages.bp)
     cli.register(app)
     return app
 

@@ -17,6 +17,14 @@ from .database import set_writing
 from .errors import DomainError, bad_input, render
 
 WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
+    "img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; "
+    "form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+}
 
 
 def fingerprint() -> str:
@@ -83,4 +91,6 @@ def register(app: Flask) -> None:
                     service.release_key(g.caller, g.idempotency_key)
                 response = app.make_response(render(err))
         response.headers["X-Request-Id"] = g.request_id
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
         return response
