@@ -39,11 +39,13 @@ def database_url(tmp_path: Path) -> str:
 
 @pytest.fixture
 def app(tmp_path: Path):
-    app = create_app({
-        "TESTING": True,
-        "SECRET_KEY": "test-secret",
-        "SQLALCHEMY_DATABASE_URI": database_url(tmp_path),
-    })
+    app = create_app(
+        {
+            "TESTING": True,
+            "SECRET_KEY": "test-secret",
+            "SQLALCHEMY_DATABASE_URI": database_url(tmp_path),
+        }
+    )
     with app.app_context():
         db.create_all()
         world.load(WORLD)
@@ -65,8 +67,16 @@ class Api:
     def __init__(self, client) -> None:
         self.client = client
 
-    def call(self, method: str, path: str, *, as_: str | None = "admin", json: Any = None,
-             headers: dict[str, str] | None = None, **kw: Any):
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        as_: str | None = "admin",
+        json: Any = None,
+        headers: dict[str, str] | None = None,
+        **kw: Any,
+    ):
         hdrs = dict(headers or {})
         if as_ is not None:
             hdrs.setdefault("Authorization", f"Bearer {TOKENS.get(as_, as_)}")

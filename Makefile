@@ -1,0 +1,31 @@
+# The two commands a newcomer needs:
+#   make demo   set everything up, load the demo world on SQLite, serve it on http://127.0.0.1:5000
+#   make test   set everything up and run the whole test suite (and ruff)
+# Both work on a fresh clone; everything they need is installed here.
+
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+PORT    ?= 5000
+CASES   ?= 2000
+
+.PHONY: setup demo serve test lint
+
+$(BIN)/flask: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+setup: $(BIN)/flask
+
+demo: setup
+	$(BIN)/flask --app app kindgi demo --cases $(CASES)
+	$(BIN)/gunicorn --workers 2 --bind 127.0.0.1:$(PORT) app:app
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: setup lint
+	$(BIN)/pytest -n 2 tests

@@ -1,0 +1,162 @@
+"""The service module without HTTP: rules and state changes called directly."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from conftest import AGENT, MULTI, P1, P2
+from sqlalchemy import func, select
+
+from kindgi import errors, service
+from kindgi.database import db
+from kindgi.models import Case, Snapshot, Tally
+
+
+@pytest.fixture
+def ctx(app):
+    with app.app_context():
+        yield
+        db.session.rollback()
+
+
+def principal(token: str) -> service.Principal:
+    return service.authenticate(f"Bearer kgi_{token}")
+
+
+def true_counts(agent_pk: int, project_id: str) -> tuple[int, int]:
+    """Counts computed the slow way, straight from the cases."""
+    rows = db.session.scalars(
+        select(Case).where(Case.agent_pk == agent_pk, Case.project_id == project_id)
+    ).all()
+    cases = [c for c in rows if c.is_case]
+    return (
+        sum(c.retired_at is None for c in cases),
+        sum(c.retired_at is not None for c in cases),
+    )
+
+
+def test_a_hand_case_is_added_with_its_run_snapshot_and_counted(ctx):
+    admin = principal("admin")
+    before = service.test_set(admin, AGENT, P1)
+    case = service.add_hand_case(admin, AGENT, {"runId": "run-2", "answer": "right"})
+    assert case.id.startswith("case-") and case.kind == "hand" and case.expert
+    assert case.expect == {"answer": {"verdict": "right"}}
+    assert db.session.get(Snapshot, "run-2").output == {"answer": "two"}
+    assert service.test_set(admin, AGENT, P1).active == before.active + 1
+
+
+def test_a_later_case_shares_the_first_snapshot_of_its_run(ctx):
+    admin = principal("admin")
+    service.add_hand_case(admin, AGENT, {"runId": "run-2", "answer": "right"})
+    service.add_hand_case(admin, AGENT, {"runId": "run-2", "answer": "wrong", "why": "x"})
+    assert (
+        db.session.scalar(
+            select(func.count()).select_from(Snapshot).where(Snapshot.run_id == "run-2")
+        )
+        == 1
+    )
+
+
+def test_counts_stay_exact_through_any_sequence_of_changes(ctx):
+    admin = principal("admin")
+    rng = random.Random(4)
+    agent_pk = db.session.scalar(select(Case.agent_pk).where(Case.id == "cor-1"))
+    corrections = ["cor-1", "cor-2"]
+    for _ in range(60):
+        move = rng.choice(["hand", "correction", "status", "retire", "restore"])
+        try:
+            if move == "hand":
+                service.add_hand_case(admin, AGENT, {"runId": "run-1", "answer": "right"})
+            elif move == "correction":
+                corrections.append(
+                    service.record_correction(admin, AGENT, "run-2", {"decisions": "right"}).id
+                )
+            elif move == "status":
+                service.set_correction_status(
+                    admin,
+                    AGENT,
+                    rng.choice(corrections),
+                    rng.choice(["open", "with-the-owner", "fixed", "wont-fix", "removed"]),
+                )
+            else:
+                ids = db.session.scalars(select(Case.id).where(Case.agent_pk == agent_pk)).all()
+                fn = service.retire_case if move == "retire" else service.restore_case
+                args = ("obsolete",) if move == "retire" else ()
+                fn(admin, AGENT, rng.choice(ids), *args)
+        except (errors.CaseRetired, errors.CaseActive, errors.CaseNotFound):
+            pass
+        counts = service.test_set(admin, AGENT, P1)
+        assert (counts.active, counts.retired) == true_counts(agent_pk, P1)
+
+
+def test_rebuilding_the_tallies_gives_the_counts_kept_incrementally(ctx):
+    admin = principal("admin")
+    service.add_hand_case(admin, AGENT, {"runId": "run-1", "answer": "right"})
+    service.retire_case(admin, AGENT, "cor-1", "old")
+    kept = sorted(
+        (t.agent_pk, t.project_id, t.kind, t.retired, t.expert, t.n)
+        for t in db.session.scalars(select(Tally))
+        if t.n
+    )
+    service.rebuild_tallies()
+    rebuilt = sorted(
+        (t.agent_pk, t.project_id, t.kind, t.retired, t.expert, t.n)
+        for t in db.session.scalars(select(Tally))
+    )
+    assert kept == rebuilt
+
+
+def test_a_token_authenticates_its_principal_and_a_service_acts_as_its_token(ctx):
+    ci = principal("ci")
+    assert (ci.kind, ci.id, ci.tenant_id) == ("service", "svc-ci", "acme")
+    assert ci.actor == {"kind": "service", "id": "tok-ci"}
+    assert principal("reader").actor == {"kind": "user", "id": "u-reader"}
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        None,
+        "",
+        "Bearer",
+        "Basic kgi_admin",
+        "Bearer admin",
+        "Bearer kgi_nope",
+        "Bearer kgi_expired",
+        "Bearer kgi_revoked",
+    ],
+)
+def test_every_kind_of_bad_token_is_unauthenticated(ctx, header):
+    with pytest.raises(errors.Unauthenticated):
+        service.authenticate(header)
+
+
+def test_the_multi_project_rule_needs_write_on_the_cases_project(ctx):
+    with pytest.raises(errors.Forbidden) as refused:
+        service.add_hand_case(
+            principal("publisher"), MULTI, {"runId": "run-multi", "answer": "right"}
+        )
+    assert refused.value.details == {"needs": [{"permission": "write", "project": P2}]}
+    case = service.add_hand_case(
+        principal("expert"), MULTI, {"runId": "run-multi", "answer": "right"}
+    )
+    assert case.project_id == P2
+
+
+def test_pages_learn_what_a_caller_may_do(ctx):
+    assert service.permissions(principal("reader"), AGENT, P1) == {"read": True, "publish": False}
+    assert service.permissions(principal("publisher"), AGENT, P1) == {"read": True, "publish": True}
+
+
+def test_another_tenants_agent_is_not_found(ctx):
+    with pytest.raises(errors.AgentNotFound):
+        service.test_set(principal("globex"), MULTI, P1)
+    with pytest.raises(errors.ProjectNotFound):
+        service.test_set(principal("globex"), AGENT, P1)
+
+
+def test_a_password_checks_out_and_a_wrong_one_or_unknown_email_alike_do_not(ctx):
+    assert service.check_password("Reader@acme.test", "reader-pass-1").id == "u-reader"
+    assert service.check_password("reader@acme.test", "wrong") is None
+    assert service.check_password("nobody-here@acme.test", "reader-pass-1") is None
