@@ -6,8 +6,7 @@ Deterministic for a given size (a seeded generator), so two demos of one size lo
 from __future__ import annotations
 
 import random
-import uuid
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from . import service
@@ -33,6 +32,10 @@ QUESTIONS = [
     "Reply to the landlord about the deposit",
     "Find precedent letters for late payment",
 ]
+OUTPUT = {
+    "answer": "Here is a draft.",
+    "matches": [{"id": f"m{k}", "title": f"Precedent {k + 1}"} for k in range(3)],
+}
 REASONS = [
     "duplicate of a newer case",
     "the policy changed",
@@ -76,67 +79,56 @@ def _body(rng: random.Random, kind: str) -> dict[str, Any]:
 
 
 def world(cases: int, password: str, token: str, seed: int = 7) -> dict[str, Any]:
-    """The demo world with about `cases` cases (plus won't-fix and removed corrections)."""
+    """The demo world with `cases` cases, plus a few won't-fix and removed corrections.
+
+    Bodies come from a pool and times are datetimes, so a million cases build in seconds.
+    """
     rng = random.Random(seed)
     now = service.clock()
+    hand_bodies = [_body(rng, "hand") for _ in range(97)]
+    correction_bodies = [_body(rng, "correction") for _ in range(101)]
+    statuses = ["open", "open", "with-the-owner", "fixed", "fixed"]
     pairs = [
-        (agent, version, project)
-        for agent, versions, projects in AGENTS
-        for project in projects
-        for version in versions[-1:]
+        (agent, versions, project) for agent, versions, projects in AGENTS for project in projects
     ]
-    runs, corrections, hand = [], [], []
-    n_runs = max(6, cases // 4)
+    n_runs = max(6, cases // 10)
     span = timedelta(days=120)
+    runs = []
     for i in range(n_runs):
-        agent, _, project = pairs[i % len(pairs)]
-        versions = next(v for a, v, _ in AGENTS if a == agent)
-        at = now - span + span * (i / n_runs)
+        agent, versions, project = pairs[i % len(pairs)]
         runs.append(
             {
                 "id": f"run-{i:07d}",
                 "agent": agent,
                 "project": project,
-                "version": rng.choice(versions),
+                "version": versions[i % len(versions)],
                 "status": "finished" if i % 50 else "running",
-                "input": {"question": rng.choice(QUESTIONS)},
-                "output": {
-                    "answer": "Here is a draft.",
-                    "matches": [{"id": f"m{k}", "title": f"Precedent {k + 1}"} for k in range(3)],
-                },
-                "calls": [{"tool": rng.choice(TOOLS[:4]), "args": {"q": "notice period"}}],
-                "at": at.isoformat() + "Z",
+                "input": {"question": QUESTIONS[i % len(QUESTIONS)]},
+                "output": OUTPUT,
+                "calls": [{"tool": TOOLS[i % 4], "args": {"q": "notice period"}}],
+                "at": now - span + span * (i / n_runs),
             }
         )
     finished = [r for r in runs if r["status"] == "finished"]
     extra = cases // 30  # won't-fix and removed corrections: not cases
-    for i in range(cases + extra):
-        run = finished[min(len(finished) - 1, i * len(finished) // (cases + extra))]
-        added = _at(run["at"], i)
-        is_hand = i < cases and rng.random() < 0.3
-        entry: dict[str, Any] = {
-            "run": run["id"],
-            "by": USER,
-            "at": added,
-            "body": _body(rng, "hand" if is_hand else "x"),
-        }
-        if i < cases and rng.random() < 0.08:
-            entry["retired"] = {"reason": rng.choice(REASONS), "by": USER, "at": added}
-        if is_hand:
-            hand.append({"id": f"case-{uuid.UUID(int=rng.getrandbits(128)).hex[:20]}", **entry})
+    total = cases + extra
+    corrections, hand = [], []
+    for i in range(total):
+        run = finished[i * len(finished) // total]
+        added = run["at"] + timedelta(minutes=5, milliseconds=i % 997)
+        r = rng.random()
+        entry: dict[str, Any] = {"run": run["id"], "by": USER, "at": added}
+        if i < cases and r < 0.08:
+            entry["retired"] = {"reason": REASONS[i % len(REASONS)], "by": USER, "at": added}
+        if i < cases and r > 0.7:
+            hand.append({"id": f"case-{i:012d}", "body": hand_bodies[i % 97], **entry})
         else:
-            status = (
-                ("wont-fix" if i % 2 else "removed")
-                if i >= cases
-                else rng.choice(["open", "open", "with-the-owner", "fixed", "fixed"])
-            )
             corrections.append(
                 {
-                    "id": f"cor-{uuid.UUID(int=rng.getrandbits(128)).hex[:20]}",
-                    "status": status,
-                    "group": "grp-experts"
-                    if run["agent"] == AGENTS[0][0] and rng.random() < 0.25
-                    else None,
+                    "id": f"cor-{i:012d}",
+                    "body": correction_bodies[i % 101],
+                    "status": statuses[i % 5] if i < cases else ("wont-fix", "removed")[i % 2],
+                    "group": "grp-experts" if run["agent"] == AGENTS[0][0] and r < 0.2 else None,
                     **entry,
                 }
             )
@@ -161,11 +153,3 @@ def world(cases: int, password: str, token: str, seed: int = 7) -> dict[str, Any
         "corrections": corrections,
         "cases": hand,
     }
-
-
-def _at(run_at: str, i: int) -> str:
-    """A case is added a little after its run, in order, each at its own millisecond."""
-    base = datetime.fromisoformat(run_at[:-1])
-    return (base + timedelta(minutes=5, milliseconds=i % 1000)).isoformat(
-        timespec="milliseconds"
-    ) + "Z"

@@ -8,6 +8,7 @@ has a token whose secret is `kgi_<name>`: see `TOKENS`.
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,20 +38,32 @@ def database_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'kindgi.sqlite'}"
 
 
-@pytest.fixture
-def app(tmp_path: Path):
-    app = create_app(
-        {
-            "TESTING": True,
-            "SECRET_KEY": "test-secret",
-            "SQLALCHEMY_DATABASE_URI": database_url(tmp_path),
-        }
+def make_app(url: str, **config: Any):
+    return create_app(
+        {"TESTING": True, "SECRET_KEY": "test-secret", "SQLALCHEMY_DATABASE_URI": url, **config}
     )
+
+
+@pytest.fixture(scope="session")
+def world_template(tmp_path_factory) -> Path:
+    """The test world loaded once (password hashing is slow on purpose); tests get copies."""
+    path = tmp_path_factory.mktemp("template") / "kindgi.sqlite"
+    app = make_app(f"sqlite:///{path}")
     with app.app_context():
         db.create_all()
         world.load(WORLD)
         db.session.commit()
+        db.session.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
         db.session.remove()
+        db.engine.dispose()
+    return path
+
+
+@pytest.fixture
+def app(tmp_path: Path, world_template: Path):
+    """An app on its own copy of the test world (at tmp_path/kindgi.sqlite)."""
+    shutil.copyfile(world_template, tmp_path / "kindgi.sqlite")
+    app = make_app(database_url(tmp_path))
     yield app
     with app.app_context():
         db.engine.dispose()
