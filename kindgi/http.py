@@ -10,11 +10,11 @@ from __future__ import annotations
 import hashlib
 import uuid
 
-from flask import Flask, Response, g, request
+from flask import Flask, Response, current_app, g, request
 
 from . import service
 from .database import set_writing
-from .errors import DomainError, bad_input, render
+from .errors import DomainError, RequestTooLarge, bad_input, render
 
 WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 SECURITY_HEADERS = {
@@ -74,11 +74,22 @@ def _settle(response: Response) -> None:
         service.release_key(g.caller, key)
 
 
+def enforce_body_limit() -> None:
+    """Refuse a chunked body over the limit: Werkzeug would cut it there silently."""
+    if "chunked" not in request.headers.get("Transfer-Encoding", "").lower():
+        return  # with Content-Length, Werkzeug refuses an over-long body itself
+    limit = current_app.config["MAX_CONTENT_LENGTH"]
+    request.max_content_length = limit + 1
+    if len(request.get_data()) > limit:
+        raise RequestTooLarge(details={"maxBytes": limit})
+
+
 def register(app: Flask) -> None:
     @app.before_request
     def _begin() -> None:
         g.request_id = uuid.uuid4().hex
         set_writing(request.method in WRITE_METHODS)
+        enforce_body_limit()
 
     @app.after_request
     def _finish(response: Response) -> Response:
