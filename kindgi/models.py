@@ -7,12 +7,13 @@ exists while the status is not `wont-fix`/`removed`. Hand cases have no status.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from sqlalchemy import (
     JSON,
     Boolean,
+    Date,
     DateTime,
     ForeignKey,
     Index,
@@ -197,15 +198,16 @@ class Case(db.Model):
 
 
 class Tally(db.Model):
-    """Exact case counts of one test set, one row per (kind, retired, expert) cell.
+    """Exact case counts of one test set, one row per (week added, kind, retired, expert) cell.
 
     Kept in the same transaction as every change, by atomic increments, so reading the counts
-    never scans the set.
+    (or the overview's cases-per-week chart) never scans the set.
     """
 
     __tablename__ = "tallies"
     agent_pk: Mapped[int] = mapped_column(ForeignKey("agents.pk"), primary_key=True)
     project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"), primary_key=True)
+    week: Mapped[date] = mapped_column(Date, primary_key=True)  # the Monday of the week added
     kind: Mapped[str] = mapped_column(String(16), primary_key=True)
     retired: Mapped[bool] = mapped_column(Boolean, primary_key=True)
     expert: Mapped[bool] = mapped_column(Boolean, primary_key=True)

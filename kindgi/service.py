@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 import secrets
 from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from argon2 import PasswordHasher
@@ -271,11 +271,18 @@ def _is_case() -> ColumnElement[bool]:
     return or_(Case.status.is_(None), Case.status.not_in(NOT_CASE_STATUSES))
 
 
+def week_of(at: datetime) -> date:
+    """The Monday of the week `at` falls in: the unit of the overview's chart."""
+    day = at.date()
+    return day - timedelta(days=day.weekday())
+
+
 def _tally(case: Case, delta: int) -> None:
     """Move the case's cell of its test set's counts by `delta`, atomically."""
     values = {
         "agent_pk": case.agent_pk,
         "project_id": case.project_id,
+        "week": week_of(case.added_at),
         "kind": case.kind,
         "retired": case.retired_at is not None,
         "expert": bool(case.expert),
@@ -287,41 +294,40 @@ def _tally(case: Case, delta: int) -> None:
         from sqlalchemy.dialects.sqlite import insert
     stmt = insert(Tally).values(**values)
     stmt = stmt.on_conflict_do_update(
-        index_elements=["agent_pk", "project_id", "kind", "retired", "expert"],
+        index_elements=["agent_pk", "project_id", "week", "kind", "retired", "expert"],
         set_={"n": Tally.n + delta},
     )
     db.session.execute(stmt)
 
 
 def rebuild_tallies() -> None:
-    """Recount every test set from its cases (after a bulk load)."""
+    """Recount every test set from its cases (after a bulk load): by day in SQL, then by week."""
     db.session.execute(Tally.__table__.delete())
     retired = Case.retired_at.is_not(None)
-    rows = db.session.execute(
-        select(Case.agent_pk, Case.project_id, Case.kind, retired, Case.expert, func.count())
+    day = func.date(Case.added_at)
+    cells: dict[tuple[Any, ...], int] = {}
+    for a, p, d, k, r, e, n in db.session.execute(
+        select(Case.agent_pk, Case.project_id, day, Case.kind, retired, Case.expert, func.count())
         .where(_is_case())
-        .group_by(Case.agent_pk, Case.project_id, Case.kind, retired, Case.expert)
-    ).all()
-    db.session.execute(
-        Tally.__table__.insert(),
-        [
-            {
-                "agent_pk": a,
-                "project_id": p,
-                "kind": k,
-                "retired": bool(r),
-                "expert": bool(e),
-                "n": n,
-            }
-            for a, p, k, r, e, n in rows
-        ]
-        or [],
-    )
+        .group_by(Case.agent_pk, Case.project_id, day, Case.kind, retired, Case.expert)
+    ):
+        week = week_of(datetime.fromisoformat(str(d)))
+        key = (a, p, week, k, bool(r), bool(e))
+        cells[key] = cells.get(key, 0) + n
+    rows = [
+        dict(
+            zip(("agent_pk", "project_id", "week", "kind", "retired", "expert"), key, strict=True),
+            n=n,
+        )
+        for key, n in cells.items()
+    ]
+    if rows:
+        db.session.execute(Tally.__table__.insert(), rows)
 
 
 @dataclass
 class Counts:
-    """A test set's counts; `by_cell` breaks the total down for the overview."""
+    """A test set's counts: the API's active/retired, and the overview's breakdown."""
 
     agent_id: str
     project_id: str
@@ -331,6 +337,19 @@ class Counts:
     hand: int = 0
     expert: int = 0
     last_added_at: datetime | None = None
+    weekly: dict[date, int] = field(default_factory=dict)  # cases added, by week
+
+    def add(self, cell: Tally) -> None:
+        self.weekly[cell.week] = self.weekly.get(cell.week, 0) + cell.n
+        if cell.retired:
+            self.retired += cell.n
+            return
+        self.active += cell.n
+        self.expert += cell.n if cell.expert else 0
+        if cell.kind == "hand":
+            self.hand += cell.n
+        else:
+            self.correction += cell.n
 
     def as_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -356,22 +375,19 @@ def _counts(agent: Agent, project_id: str) -> Counts:
     for cell in db.session.scalars(
         select(Tally).where(Tally.agent_pk == agent.pk, Tally.project_id == project_id)
     ):
-        if cell.retired:
-            counts.retired += cell.n
-        else:
-            counts.active += cell.n
-            counts.expert += cell.n if cell.expert else 0
-            if cell.kind == "hand":
-                counts.hand += cell.n
-            else:
-                counts.correction += cell.n
-    counts.last_added_at = db.session.scalar(
+        counts.add(cell)
+    counts.last_added_at = _last_added(agent.pk, project_id)
+    return counts
+
+
+def _last_added(agent_pk: int, project_id: str) -> datetime | None:
+    """When the newest case was added (retired or not): one step down the list index."""
+    return db.session.scalar(
         select(Case.added_at)
-        .where(Case.agent_pk == agent.pk, Case.project_id == project_id, _is_case())
+        .where(Case.agent_pk == agent_pk, Case.project_id == project_id, _is_case())
         .order_by(Case.added_at.desc())
         .limit(1)
     )
-    return counts
 
 
 # ---------------------------------------------------------------- lists
