@@ -73,7 +73,7 @@ class ProjectId(fields.String):
 
 
 class WholeNumber(fields.Integer):
-    """An integer written as one: no booleans, no fractions, in JSON or a query string."""
+    """An integer in a query string, written as one: digits only, no fractions or booleans."""
 
     def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> int:
         if isinstance(value, bool | float):
@@ -131,7 +131,7 @@ class CallExpectation(StrictSchema):
 class ItemVerdict(StrictSchema):
     key = fields.String(required=True, validate=_nonempty_max(200))
     pointer = fields.String(validate=[validate.Length(max=500), _json_pointer])
-    rank = WholeNumber(validate=validate.Range(min=0))
+    rank = fields.Integer(strict=True, validate=validate.Range(min=0))
     verdict = fields.String(required=True, validate=validate.OneOf(VERDICTS))
 
 
