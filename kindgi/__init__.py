@@ -52,7 +52,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     http.register(app)
     errors.register(app)
     app.register_blueprint(api.bp)
-    app.register_blueprint(pages.bp)
+    pages.init_app(app)
     cli.register(app)
     return app
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Flask, g, jsonify, render_template, request
+from flask import Flask, current_app, g, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException
 
 from .database import db, is_busy
@@ -100,24 +100,16 @@ def bad_input(fields: dict[str, list[str]] | None = None, **details: Any) -> Dom
 
 
 def _from_http(exc: HTTPException) -> DomainError:
-    """Werkzeug's own refusals, in the domain's words."""
+    """Werkzeug's own refusals (routing, body limits, CSRF), in the domain's words."""
     if exc.code == 405:
         allowed = ", ".join(sorted(getattr(exc, "valid_methods", None) or []))
         return MethodNotAllowed(headers={"Allow": allowed})
     if exc.code == 413:
-        from flask import current_app  # the limit is configuration
-
         return RequestTooLarge(details={"maxBytes": current_app.config["MAX_CONTENT_LENGTH"]})
-    if exc.code == 415:
-        return UnsupportedMediaType()
-    if exc.code == 404:
-        return NotFound()
-    if exc.code == 401:
-        return Unauthenticated()
     if exc.code == 400:
         return BadInput(exc.description if isinstance(exc.description, str) else None)
-    err = Internal() if (exc.code or 500) >= 500 else BadInput()
-    return err
+    plain = {401: Unauthenticated, 403: Forbidden, 404: NotFound, 415: UnsupportedMediaType}
+    return plain.get(exc.code or 500, Internal if (exc.code or 500) >= 500 else BadInput)()
 
 
 def wants_json() -> bool:

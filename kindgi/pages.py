@@ -1,10 +1,320 @@
-"""The HTML pages. Each route parses, calls one service function, and renders."""
+"""The HTML pages for experts and team leads. Routes parse, call the service, and render.
+
+Every page works as plain forms and links; htmx (vendored) only swaps parts in place. Forms are
+validated by the same marshmallow schemas as the JSON API, and errors come back next to their field.
+"""
 
 from __future__ import annotations
 
-from flask import Blueprint, render_template
+import json
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlencode, urlparse
+
+from flask import (
+    Blueprint,
+    Flask,
+    abort,
+    flash,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
+from flask_login import LoginManager, current_user, login_required, login_user, logout_user
+from flask_wtf.csrf import CSRFProtect
+from jsonpointer import JsonPointerException, resolve_pointer
+
+from . import schemas, service
+from .errors import DomainError, bad_input
 
 bp = Blueprint("pages", __name__)
+login_manager = LoginManager()
+login_manager.login_view = "pages.login"
+login_manager.login_message = "Sign in to see your test sets."
+csrf = CSRFProtect()
+
+CASE_ROWS, ITEM_ROWS = 2, 2  # empty rows offered on a fresh form
+
+
+def init_app(app: Flask) -> None:
+    """Sessions and CSRF for the pages; the bearer-token API needs neither."""
+    app.config.setdefault("SESSION_COOKIE_HTTPONLY", True)
+    app.config.setdefault("SESSION_COOKIE_SAMESITE", "Lax")
+    app.config.setdefault("REMEMBER_COOKIE_HTTPONLY", True)
+    app.config.setdefault("REMEMBER_COOKIE_SAMESITE", "Lax")
+    app.config.setdefault("PERMANENT_SESSION_LIFETIME", timedelta(hours=12))
+    login_manager.init_app(app)
+    csrf.init_app(app)
+    from .api import bp as api_bp
+
+    csrf.exempt(api_bp)
+    app.register_blueprint(bp)
+    app.add_template_filter(schemas.rfc3339, "rfc3339")
+    app.add_template_filter(lambda week, weekly: weekly.get(week, 0), "weekly_count")
+    app.add_template_filter(_pointed_at, "pointer")
+
+
+def _pointed_at(document: Any, pointer: str) -> Any:
+    """What a JSON Pointer points at in a run's output (None when nothing), for display."""
+    try:
+        return resolve_pointer(document, pointer, None)
+    except JsonPointerException:
+        return None
+
+
+@login_manager.user_loader
+def _load_user(user_id: str) -> service.Principal | None:
+    return service.user_principal(user_id)
+
+
+def _safe_next(target: str | None) -> str:
+    """Only a path on this site: never an open redirect."""
+    if not target:
+        return url_for("pages.overview")
+    parsed = urlparse(target)
+    if parsed.scheme or parsed.netloc or not target.startswith("/") or target.startswith("//"):
+        return url_for("pages.overview")
+    return target
+
+
+# ---------------------------------------------------------------- signing in
+
+
+@bp.route("/login", methods=["GET", "POST"])
+def login():
+    error = None
+    if request.method == "POST":
+        principal = service.check_password(
+            request.form.get("email", ""), request.form.get("password", "")
+        )
+        if principal is not None:
+            session.clear()  # a fresh session at every sign-in
+            login_user(principal)
+            return redirect(_safe_next(request.args.get("next")))
+        error = "That email and password don't match an account."
+    return render_template("login.html", error=error, email=request.form.get("email", "")), (
+        401 if error else 200
+    )
+
+
+@bp.route("/logout", methods=["GET", "POST"])
+def logout():
+    if request.method == "POST":
+        logout_user()
+        session.clear()
+        flash("You are signed out.")
+        return redirect(url_for("pages.login"))
+    return render_template("logout.html")
+
+
+# ---------------------------------------------------------------- team leads
+
+
+@bp.get("/")
+@login_required
+def overview():
+    rows = service.overview(current_user)
+    weeks = [service.week_of(service.clock()) - timedelta(weeks=11 - i) for i in range(12)]
+    return render_template("overview.html", rows=rows, weeks=weeks)
+
+
+# ---------------------------------------------------------------- experts: the cases
+
+
+@bp.get("/agents/<agent_id>/test-set/cases")
+@login_required
+def cases(agent_id: str):
+    args = schemas.load(schemas.CasesQuery, request.args.to_dict())
+    project_id = args.pop("projectId")
+    page = service.list_cases(current_user, agent_id, project_id, **args)
+    context = {
+        "agent_id": agent_id,
+        "project_id": project_id,
+        "kind": args.get("kind", ""),
+        "include": args.get("include", ""),
+        "page": page,
+        "more_url": _more_url(page),
+    }
+    context["counts"] = service.test_set(current_user, agent_id, project_id)
+    if request.headers.get("HX-Request"):  # htmx swaps only the list (or the next rows)
+        return render_template(
+            "_case_rows.html" if args.get("cursor") else "_case_list.html", **context
+        )
+    context["may"] = service.permissions(current_user, agent_id, project_id)
+    return render_template("cases.html", **context)
+
+
+def _more_url(page: service.Page) -> str | None:
+    if not page.next_cursor:
+        return None
+    args = request.args.to_dict()
+    args["cursor"] = page.next_cursor
+    return f"{request.path}?{urlencode(args)}"
+
+
+@bp.get("/agents/<agent_id>/test-set/cases/<case_id>")
+@login_required
+def case(agent_id: str, case_id: str):
+    view = service.get_case(current_user, agent_id, case_id)
+    may = service.permissions(current_user, agent_id, view.case.project_id)
+    return render_template("case.html", view=view, may=may, errors={}, reason="")
+
+
+@bp.post("/agents/<agent_id>/test-set/cases/<case_id>/retire")
+@login_required
+def retire(agent_id: str, case_id: str):
+    reason = request.form.get("reason", "")
+    try:
+        body = schemas.load(schemas.RetireBody, {"reason": reason.strip()})
+    except DomainError as err:
+        view = service.get_case(current_user, agent_id, case_id)
+        may = service.permissions(current_user, agent_id, view.case.project_id)
+        errors = (err.details or {}).get("fields", {})
+        return render_template("case.html", view=view, may=may, errors=errors, reason=reason), 400
+    service.retire_case(current_user, agent_id, case_id, body["reason"])
+    flash("The case is retired: no test run checks it until it is restored.")
+    return redirect(url_for("pages.case", agent_id=agent_id, case_id=case_id), 303)
+
+
+@bp.post("/agents/<agent_id>/test-set/cases/<case_id>/restore")
+@login_required
+def restore(agent_id: str, case_id: str):
+    service.restore_case(current_user, agent_id, case_id)
+    flash("The case is restored: test runs check it again.")
+    return redirect(url_for("pages.case", agent_id=agent_id, case_id=case_id), 303)
+
+
+# ---------------------------------------------------------------- experts: adding a case
+
+
+def _rows(form: Any, prefix: str, names: tuple[str, ...]) -> list[dict[str, str]]:
+    """Repeated rows `prefix-N-name`, in order, leaving out rows left empty."""
+    indexes = sorted(
+        {
+            int(k.split("-")[1])
+            for k in form
+            if k.startswith(prefix + "-") and k.count("-") == 2 and k.split("-")[1].isdigit()
+        }
+    )
+    rows = [{n: form.get(f"{prefix}-{i}-{n}", "").strip() for n in names} for i in indexes]
+    return [r for r in rows if any(r.values())]
+
+
+def case_form(form: Any) -> tuple[dict[str, Any], dict[str, list[str]], dict[str, Any]]:
+    """The add-case form as (the API's JSON body, errors found before the schema, what to show)."""
+    shown: dict[str, Any] = {
+        k: form.get(k, "").strip()
+        for k in ("runId", "decisions", "answer", "shouldSay", "why", "mustNotCall")
+    }
+    shown["shouldCall"] = _rows(form, "shouldCall", ("tool", "args"))
+    shown["items"] = _rows(form, "items", ("key", "pointer", "rank", "verdict"))
+    body: dict[str, Any] = {
+        k: shown[k] for k in ("runId", "decisions", "answer", "shouldSay", "why") if shown[k]
+    }
+    errors: dict[str, list[str]] = {}
+    if shown["mustNotCall"]:
+        body["mustNotCall"] = [t.strip() for t in shown["mustNotCall"].splitlines() if t.strip()]
+    if shown["shouldCall"]:
+        body["shouldCall"] = []
+        for i, row in enumerate(shown["shouldCall"]):
+            call: dict[str, Any] = {"tool": row["tool"]}
+            if row["args"]:
+                try:
+                    call["args"] = json.loads(row["args"])
+                except ValueError:
+                    errors[f"shouldCall.{i}.args"] = [
+                        'Not valid JSON: write an object, e.g. {"q": "lease"}.'
+                    ]
+            body["shouldCall"].append(call)
+    if shown["items"]:
+        body["items"] = []
+        for i, row in enumerate(shown["items"]):
+            item: dict[str, Any] = {k: row[k] for k in ("key", "pointer", "verdict") if row[k]}
+            if row["rank"]:
+                if row["rank"].isdigit():
+                    item["rank"] = int(row["rank"])
+                else:
+                    errors[f"items.{i}.rank"] = ["A whole number, 0 for the first."]
+            body["items"].append(item)
+    return body, errors, shown
+
+
+@bp.route("/agents/<agent_id>/test-set/cases/new", methods=["GET", "POST"])
+@login_required
+def new_case(agent_id: str):
+    project_id = schemas.load(schemas.TestSetQuery, request.args.to_dict())["projectId"]
+    if not service.permissions(current_user, agent_id, project_id)["publish"]:
+        abort(403)
+    search = request.values.get("search", "").strip()
+    runs = service.list_runs(
+        current_user, agent_id, project_id, status="finished", search=search or None, limit=50
+    )
+    form = request.form if request.method == "POST" else request.args
+    body, errors, shown = case_form(form)
+    extra = request.form.get("more") if request.method == "POST" else None
+    status = 200
+    if request.method == "POST" and not extra and not request.form.get("find"):
+        try:
+            if errors:
+                raise bad_input(errors)
+            created = service.add_hand_case(
+                current_user, agent_id, schemas.load(schemas.AddCaseBody, body)
+            )
+            flash("Case added.")
+            return redirect(url_for("pages.case", agent_id=agent_id, case_id=created.id), 303)
+        except DomainError as err:  # shown next to the fields it names, or above the form
+            errors = (err.details or {}).get("fields") or {"_body": [err.message]}
+            status = err.status
+    rows = {
+        "shouldCall": max(len(shown["shouldCall"]) + (extra == "shouldCall"), CASE_ROWS),
+        "items": max(len(shown["items"]) + (extra == "items"), ITEM_ROWS),
+    }
+    return render_template(
+        "new_case.html",
+        agent_id=agent_id,
+        project_id=project_id,
+        runs=runs.items,
+        search=search,
+        shown=shown,
+        errors=errors,
+        rows=rows,
+    ), status
+
+
+# ---------------------------------------------------------------- tokens
+
+
+@bp.route("/tokens", methods=["GET", "POST"])
+@login_required
+def tokens():
+    created = None
+    errors: dict[str, list[str]] = {}
+    status = 200
+    if request.method == "POST":
+        try:
+            args = schemas.load(
+                schemas.NewTokenBody, {"name": request.form.get("name", "").strip()}
+            )
+            token, secret = service.create_token(current_user, args["name"], None)
+            created = {"name": token.name, "secret": secret}
+            status = 201
+        except DomainError as err:
+            errors = (err.details or {}).get("fields", {})
+            status = 400
+    response = render_template(
+        "tokens.html", tokens=service.list_tokens(current_user), created=created, errors=errors
+    )
+    return response, status, {"Cache-Control": "no-store"}
+
+
+@bp.post("/tokens/<token_id>/revoke")
+@login_required
+def revoke_token(token_id: str):
+    service.revoke_token(current_user, token_id)
+    flash("The token is revoked; it no longer works.")
+    return redirect(url_for("pages.tokens"), 303)
 
 
 @bp.get("/docs")

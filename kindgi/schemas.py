@@ -213,10 +213,9 @@ class ToolCall(StrictSchema):
 
 
 class RecordRunBody(StrictSchema):
-    id = fields.String(
-        validate=validate.Regexp(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"),
-        metadata={"description": "Your id for the run; one is made when left out."},
-    )
+    """A run as the agent platform reports it; its id is the server's to make, so no client
+    can probe which ids another tenant's runs have."""
+
     projectId = ProjectId(required=True)
     version = fields.String(required=True, validate=_nonempty_max(100))
     status = fields.String(required=True, validate=validate.OneOf(("running", "finished")))

@@ -57,6 +57,7 @@ from .models import (
     Grant,
     Group,
     IdempotencyRecord,
+    Project,
     Run,
     Service,
     Snapshot,
@@ -106,6 +107,14 @@ class Principal:
         if self.kind == "service":
             return {"kind": "service", "id": self.token_id or self.id}
         return {"kind": "user", "id": self.id}
+
+    # Flask-Login's user interface, for browser sessions
+    is_authenticated = True
+    is_active = True
+    is_anonymous = False
+
+    def get_id(self) -> str:
+        return self.id
 
 
 def hash_secret(secret: str) -> str:
@@ -331,6 +340,7 @@ class Counts:
 
     agent_id: str
     project_id: str
+    project_name: str = ""
     active: int = 0
     retired: int = 0
     correction: int = 0
@@ -387,6 +397,47 @@ def _last_added(agent_pk: int, project_id: str) -> datetime | None:
         .where(Case.agent_pk == agent_pk, Case.project_id == project_id, _is_case())
         .order_by(Case.added_at.desc())
         .limit(1)
+    )
+
+
+def overview(caller: Principal) -> list[Counts]:
+    """Every agent and project pair the caller can read, with its counts; busiest first.
+
+    One query finds the pairs, one reads all their tallies, and one index step per pair finds
+    when its newest case was added, so hundreds of pairs cost milliseconds.
+    """
+    pairs = (
+        select(Agent.pk, Agent.id, Project.id, Project.name)
+        .join(AgentProject, AgentProject.agent_pk == Agent.pk)
+        .join(Project, Project.id == AgentProject.project_id)
+        .where(Agent.tenant_id == caller.tenant_id)
+    )
+    if not caller.admin:
+        pairs = pairs.where(
+            Project.id.in_(
+                select(Grant.project_id).where(
+                    Grant.principal_kind == caller.kind,
+                    Grant.principal_id == caller.id,
+                    Grant.permission == "read",
+                )
+            )
+        )
+    rows: dict[tuple[int, str], Counts] = {
+        (pk, pid): Counts(agent_id, pid, project_name=name)
+        for pk, agent_id, pid, name in db.session.execute(pairs)
+    }
+    if rows:
+        agent_pks = {pk for pk, _ in rows}
+        for cell in db.session.scalars(select(Tally).where(Tally.agent_pk.in_(agent_pks))):
+            counts = rows.get((cell.agent_pk, cell.project_id))
+            if counts is not None:
+                counts.add(cell)
+        for (pk, pid), counts in rows.items():
+            counts.last_added_at = _last_added(pk, pid)
+    never = datetime.min
+    return sorted(
+        rows.values(),
+        key=lambda c: (-(c.last_added_at or never).timestamp(), c.agent_id, c.project_name),
     )
 
 
@@ -474,21 +525,28 @@ def list_runs(
     project_id: str,
     *,
     status: str | None = None,
+    search: str | None = None,
     limit: int = 25,
     cursor: str | None = None,
 ) -> Page:
-    """One page of the agent's runs in a project, newest first: the runs to pick a case from."""
+    """One page of the agent's runs in a project, newest first: the runs to pick a case from.
+
+    `search` keeps the runs whose id contains it.
+    """
     agent = _agent(caller, agent_id)
     project_id = _serving_project(agent, project_id)
     _require_read(caller, project_id)
     stmt = select(Run).where(Run.agent_pk == agent.pk, Run.project_id == project_id)
     if status:
         stmt = stmt.where(Run.status == status)
+    if search:
+        stmt = stmt.where(Run.id.contains(search, autoescape=True))
     binding = {
         "list": "runs",
         "agent": agent.pk,
         "project": project_id,
         "status": status or "",
+        "search": search or "",
         "caller": caller.scope,
     }
     return _keyset_page(stmt, (Run.at, Run.id), limit, cursor, binding, lambda r: (r.at, r.id))
@@ -726,9 +784,6 @@ def record_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> Run:
     agent = _agent(caller, agent_id)
     project_id = _serving_project(agent, body["projectId"])
     _require(caller, [("write", "project", project_id)])
-    run_id = body.get("id") or new_id("run")
-    if db.session.get(Run, run_id) is not None:
-        raise bad_input({"id": ["A run with this id exists."]})
     if "replayOf" in body:
         original = db.session.get(Run, body["replayOf"])
         if original is None or original.agent_pk != agent.pk:
@@ -736,7 +791,7 @@ def record_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> Run:
     if body["version"] not in agent.versions:
         agent.versions = [*agent.versions, body["version"]]
     run = Run(
-        id=run_id,
+        id=new_id("run"),
         tenant_id=caller.tenant_id,
         agent_pk=agent.pk,
         project_id=project_id,

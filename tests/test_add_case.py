@@ -151,13 +151,13 @@ def refuse(api, unchanged):
 def fresh_run(api):
     """A finished run of acme.drafting recorded now: no correction or case has seen it yet."""
     run = {
-        "id": "run-fresh", "projectId": P1, "version": "1.1.0", "status": "finished",
+        "projectId": P1, "version": "1.1.0", "status": "finished",
         "input": {"q": "Fresh"}, "calls": [{"tool": "lookup", "args": {"id": 7}}],
         "output": {"k" * 499: "found", "k" * 500: "found too", "a/b~c": [0]},
     }  # fmt: skip
     resp = api.post(f"/v1/agents/{AGENT}/runs", json=run)
     assert resp.status_code == 201, resp.get_json()
-    return run
+    return {**run, "id": resp.get_json()["id"]}
 
 
 def counts_of(api, agent: str, project: str) -> dict[str, Any]:
@@ -211,8 +211,8 @@ def test_a_body_at_each_limit_is_added_and_one_past_it_is_refused_naming_the_fie
 def test_an_item_pointer_of_500_characters_is_added_and_one_of_501_is_refused(
     add, refuse, fresh_run
 ):
-    refuse(body("run-fresh", **items(item(pointer="/" + "k" * 500))), field="items.0.pointer")
-    add(body("run-fresh", **items(item(pointer="/" + "k" * 499))))
+    refuse(body(fresh_run["id"], **items(item(pointer="/" + "k" * 500))), field="items.0.pointer")
+    add(body(fresh_run["id"], **items(item(pointer="/" + "k" * 499))))
 
 
 # ---------------------------------------------------------------- what a body must say
@@ -237,7 +237,7 @@ def test_a_body_that_gives_a_verdict_properly_is_added(add, fields):
 
 
 def test_an_item_pointer_uses_rfc_6901_escapes(add, fresh_run):
-    add(body("run-fresh", **items(item(pointer="/a~1b~0c/0"))))
+    add(body(fresh_run["id"], **items(item(pointer="/a~1b~0c/0"))))
 
 
 ANY_VERDICT = ("decisions", "answer", "items", "_body")
@@ -295,7 +295,7 @@ def test_an_item_whose_pointer_resolves_to_nothing_is_refused_as_item_not_found(
 
 
 def test_an_item_not_found_on_a_run_never_seen_leaves_no_snapshot_behind(refuse, fresh_run):
-    refuse(body("run-fresh", **items(item(pointer="/missing"))), code="item-not-found")
+    refuse(body(fresh_run["id"], **items(item(pointer="/missing"))), code="item-not-found")
 
 
 # ---------------------------------------------------------------- the body as a whole
@@ -453,8 +453,8 @@ def test_an_added_case_counts_at_once_and_is_listed_first(
 
 
 def test_the_first_case_of_a_run_stores_its_snapshot_and_later_cases_share_it(api, add, fresh_run):
-    first = add(body("run-fresh", **items(item(pointer="/a~1b~0c"))))
-    second = add(body("run-fresh", answer="right"))
+    first = add(body(fresh_run["id"], **items(item(pointer="/a~1b~0c"))))
+    second = add(body(fresh_run["id"], answer="right"))
     shown = [api.get(f"{cases_url()}/{c['id']}").get_json() for c in (first, second)]
     assert content(shown[0]["snapshot"]) == content(fresh_run)
     assert shown[1]["snapshot"] == shown[0]["snapshot"]

@@ -274,9 +274,9 @@ def test_a_crash_is_a_500_internal_without_a_stack_trace_and_changes_nothing(app
         service.create_token(caller, "half-made", None)  # a change that must not survive
         raise RuntimeError("kaboom in /srv/kindgi/secret_module.py line 42")
 
-    crashing.add_url_rule("/v1/boom", "boom", boom, methods=["POST"])
+    crashing.add_url_rule("/v1/boom", "boom", boom)  # GET: outside the API, CSRF guards POSTs
     before = snapshot_db(app)
-    resp = crashing.test_client().post("/v1/boom", json={}, headers=admin())
+    resp = crashing.test_client().get("/v1/boom", headers=admin())
     assert resp.status_code == 500
     assert resp.mimetype == "application/json"
     assert error_of(resp)["code"] == "internal"
