@@ -9,7 +9,7 @@ BIN     := $(VENV)/bin
 PORT    ?= 5000
 CASES   ?= 2000
 
-.PHONY: setup demo serve test lint
+.PHONY: setup browser demo test lint
 
 $(BIN)/flask: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -23,9 +23,14 @@ demo: setup
 	$(BIN)/flask --app app kindgi demo --cases $(CASES)
 	$(BIN)/gunicorn --workers 2 --bind 127.0.0.1:$(PORT) app:app
 
+# The browser tests drive Debian's Chromium (never a browser download of Playwright's own).
+browser:
+	@command -v chromium >/dev/null || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: setup lint
+test: setup browser lint
 	$(BIN)/pytest -n 2 tests

@@ -54,6 +54,12 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(schemas.rfc3339, "rfc3339")
     app.add_template_filter(lambda week, weekly: weekly.get(week, 0), "weekly_count")
     app.add_template_filter(_pointed_at, "pointer")
+    app.add_template_filter(_as_json, "as_json")
+
+
+def _as_json(value: Any, indent: int | None = None) -> str:
+    """JSON for people to read; the template's autoescaping makes it safe HTML."""
+    return json.dumps(value, ensure_ascii=False, indent=indent)
 
 
 def _pointed_at(document: Any, pointer: str) -> Any:
@@ -138,12 +144,12 @@ def cases(agent_id: str):
         "more_url": _more_url(page),
     }
     context["counts"] = service.test_set(current_user, agent_id, project_id)
-    if request.headers.get("HX-Request"):  # htmx swaps only the list (or the next rows)
-        return render_template(
-            "_case_rows.html" if args.get("cursor") else "_case_list.html", **context
-        )
+    headers = {"Vary": "HX-Request"}
+    if request.headers.get("HX-Request") and not request.headers.get("HX-History-Restore-Request"):
+        partial = "_case_rows.html" if args.get("cursor") else "_case_list.html"
+        return render_template(partial, **context), headers  # htmx swaps just this part
     context["may"] = service.permissions(current_user, agent_id, project_id)
-    return render_template("cases.html", **context)
+    return render_template("cases.html", **context), headers
 
 
 def _more_url(page: service.Page) -> str | None:

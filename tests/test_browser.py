@@ -1,0 +1,242 @@
+"""The pages in a real browser: Debian's Chromium driven by Playwright, against a live server.
+
+Every flow runs twice, with JavaScript (htmx swaps in place) and without (plain forms and links).
+Screenshots land in test-artifacts/; with KINDGI_UPDATE_SCREENSHOTS=1 the README's are refreshed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from conftest import AGENT, P1, make_app
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+from werkzeug.serving import make_server
+
+from kindgi import world
+from kindgi.database import db
+
+CHROMIUM = "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).parent.parent / "test-artifacts"
+README_SHOTS = Path(__file__).parent.parent / "docs" / "screenshots"
+EXTRA_CASES = 60  # more than two pages of 25
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium")
+
+
+def extra_cases() -> dict:
+    """Hand cases on run-2, one a minute, so the list has pages to load."""
+    return {
+        "cases": [
+            {
+                "id": f"case-extra-{i:03d}",
+                "run": "run-2",
+                "by": "u-publisher",
+                "at": f"2026-05-01T{i // 60:02d}:{i % 60:02d}:00Z",
+                "body": {"answer": "right"},
+            }
+            for i in range(EXTRA_CASES)
+        ]
+    }
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, world_template) -> Iterator[str]:
+    """A live server (real HTTP, threads) on a copy of the test world with extra cases."""
+    path = tmp_path_factory.mktemp("browser") / "kindgi.sqlite"
+    shutil.copyfile(world_template, path)
+    app = make_app(f"sqlite:///{path}")
+    with app.app_context():
+        world.load(extra_cases())
+        db.session.commit()
+        db.session.remove()
+    httpd = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_port}"
+    httpd.shutdown()
+    with app.app_context():
+        db.engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(params=[True, False], ids=["js", "no-js"])
+def page(request, browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(
+        java_script_enabled=request.param, viewport={"width": 1280, "height": 900}
+    )
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    page.js = request.param  # type: ignore[attr-defined]
+    yield page
+    context.close()
+
+
+def sign_in(page: Page, server: str, email: str, password: str) -> None:
+    page.goto(f"{server}/login")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Test sets")).to_be_visible()
+
+
+def shoot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / name), full_page=False)
+    if os.environ.get("KINDGI_UPDATE_SCREENSHOTS") and page.js:  # type: ignore[attr-defined]
+        README_SHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ARTIFACTS / name, README_SHOTS / name)
+
+
+def case_rows(page: Page):
+    return page.locator("#case-rows tr:not(#more-row)")
+
+
+def test_a_wrong_password_and_an_unknown_email_get_the_same_answer(page, server):
+    answers = []
+    for email, password in (("reader@acme.test", "wrong"), ("nobody@nowhere.test", "x")):
+        page.goto(f"{server}/login")
+        page.get_by_label("Email").fill(email)
+        page.get_by_label("Password").fill(password)
+        page.get_by_role("button", name="Sign in").click()
+        answers.append(page.get_by_role("alert").inner_text())
+    assert answers[0] == answers[1] == "That email and password don't match an account."
+
+
+def test_an_expert_filters_loads_more_goes_back_and_opens_a_case(page, server):
+    sign_in(page, server, "publisher@acme.test", "publisher-pass-1")
+    page.get_by_role("row", name=re.compile("Drafting")).get_by_role("link", name=AGENT).click()
+    expect(page.get_by_role("heading", name=re.compile(AGENT))).to_be_visible()
+    expect(case_rows(page)).to_have_count(25)
+    shoot(page, "cases.png")
+
+    page.get_by_label("Corrections").check()
+    if not page.js:  # type: ignore[attr-defined]
+        page.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(r"kind=correction"))
+    expect(case_rows(page)).to_have_count(1)  # cor-1; cor-2 is won't-fix
+    expect(case_rows(page).first).to_contain_text("cor-1")
+
+    page.get_by_label("By hand").check()
+    if not page.js:  # type: ignore[attr-defined]
+        page.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(re.compile(r"kind=hand"))
+    expect(case_rows(page)).to_have_count(25)
+    first_page = case_rows(page).all_inner_texts()
+    page.get_by_role("link", name="Load more").click()
+    if page.js:  # type: ignore[attr-defined]
+        expect(case_rows(page)).to_have_count(50)  # appended in place
+    else:
+        expect(page).to_have_url(re.compile(r"cursor="))  # the next page, as its own URL
+        expect(case_rows(page)).to_have_count(25)
+        assert set(case_rows(page).all_inner_texts()).isdisjoint(first_page)
+
+    # Back and reload show the list the URL names: with htmx, loading more is not a step in
+    # history, so back is the previous filter; without, it is the first page of this one.
+    page.go_back()
+    if page.js:  # type: ignore[attr-defined]
+        expect(page).to_have_url(re.compile(r"kind=correction$"))
+        expected_filter, expected_first = "Corrections", "cor-1"
+    else:
+        expect(page).to_have_url(re.compile(r"kind=hand$"))
+        expected_filter, expected_first = "By hand", first_page[0].split()[0]
+    for _ in ("back", "reload"):
+        expect(page.get_by_label(expected_filter)).to_be_checked()
+        expect(case_rows(page).first).to_contain_text(expected_first)
+        page.reload()
+
+    case_rows(page).first.get_by_role("link").click()
+    expect(page.get_by_role("heading", name="What it expects")).to_be_visible()
+    expect(page.get_by_text("The run it came from")).to_be_visible()
+
+
+def test_an_expert_adds_a_case_after_a_first_error_then_retires_and_restores_it(page, server):
+    sign_in(page, server, "publisher@acme.test", "publisher-pass-1")
+    page.goto(f"{server}/agents/{AGENT}/test-set/cases/new?projectId={P1}")
+    page.locator("input[name=runId][value=run-1]").check()
+    page.locator("input[name=decisions][value=wrong]").check()
+    page.get_by_role("button", name="Add the case").click()
+
+    expect(page.get_by_role("alert")).to_contain_text("The case was not added")
+    expect(page.locator("#err-decisions")).to_contain_text("shouldCall or mustNotCall")
+    expect(page.locator("input[name=runId][value=run-1]")).to_be_checked()  # kept
+    expect(page.locator("input[name=decisions][value=wrong]")).to_be_checked()
+
+    page.locator("#shouldCall-0-tool").fill("lookup")
+    page.locator("#shouldCall-0-args").fill('{"q": "<b>lease</b>"}')
+    page.get_by_label("Must not call").fill("send_email")
+    page.get_by_role("button", name="Add the case").click()
+    expect(page.get_by_role("status")).to_contain_text("Case added")
+    expect(page.get_by_text('{"q": "<b>lease</b>"}')).to_be_visible()  # escaped, as typed
+    case_url = page.url
+    shoot(page, "case.png")
+
+    page.get_by_label("Why retire it?").fill("a duplicate of case-2")
+    page.get_by_role("button", name="Retire this case").click()
+    expect(page.get_by_role("status")).to_contain_text("retired")
+    expect(page.get_by_text("“a duplicate of case-2”")).to_be_visible()
+    page.get_by_role("button", name="Restore this case").click()
+    expect(page.get_by_role("status")).to_contain_text("restored")
+    expect(page.get_by_role("button", name="Retire this case")).to_be_visible()
+    assert page.url == case_url
+
+
+def test_a_user_creates_a_token_uses_it_and_revokes_it(page, server):
+    sign_in(page, server, "reader@acme.test", "reader-pass-1")
+    page.get_by_role("link", name="API tokens").click()
+    name = f"browser {'js' if page.js else 'plain'}"  # type: ignore[attr-defined]
+    page.get_by_label("Name of a new token").fill(name)
+    page.get_by_role("button", name="Create token").click()
+    secret = page.get_by_label("The new token's secret").input_value()
+    assert secret.startswith("kgi_")
+    api = f"{server}/v1/agents/{AGENT}/test-set?projectId={P1}"
+    assert requests.get(api, headers={"Authorization": f"Bearer {secret}"}, timeout=10).ok
+
+    page.get_by_role("button", name=f"Revoke {name}").click()
+    expect(page.get_by_role("status")).to_contain_text("revoked")
+    assert (
+        requests.get(api, headers={"Authorization": f"Bearer {secret}"}, timeout=10).status_code
+        == 401
+    )
+    page.reload()
+    assert secret not in page.content()  # shown once only
+
+
+def test_a_reader_is_not_offered_what_they_may_not_do_and_is_refused_it_anyway(page, server):
+    sign_in(page, server, "reader@acme.test", "reader-pass-1")
+    page.goto(f"{server}/agents/{AGENT}/test-set/cases?projectId={P1}")
+    expect(page.get_by_role("link", name="Add a case by hand")).to_have_count(0)
+    page.goto(f"{server}/agents/{AGENT}/test-set/cases/case-2")
+    expect(page.get_by_role("button", name="Retire this case")).to_have_count(0)
+    response = page.goto(f"{server}/agents/{AGENT}/test-set/cases/new?projectId={P1}")
+    assert response.status == 403
+
+
+def test_another_tenants_case_is_a_not_found_page(page, server):
+    sign_in(page, server, "admin@globex.test", "globex-pass-1")
+    response = page.goto(f"{server}/agents/{AGENT}/test-set/cases/case-2")
+    assert response.status == 404
+    expect(page.get_by_role("heading")).to_contain_text("No such case")
