@@ -1,6 +1,7 @@
 # The two commands a newcomer needs:
 #   make demo   set everything up, load the demo world on SQLite, serve it on http://127.0.0.1:5000
-#   make test   set everything up and run the whole test suite (and ruff)
+#   make test   set everything up and run the whole test suite (ruff; SQLite, and PostgreSQL
+#               when KINDGI_TEST_DATABASE_URL names a server)
 # Both work on a fresh clone; everything they need is installed here.
 
 PY      ?= python3
@@ -32,5 +33,11 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The suite runs on SQLite, then again on PostgreSQL when KINDGI_TEST_DATABASE_URL names a server
+# (the tests make and drop their own databases there).
 test: setup browser lint
-	$(BIN)/pytest -n 2 tests
+	env -u KINDGI_TEST_DATABASE_URL $(BIN)/pytest -n 2 tests
+	@if [ -n "$$KINDGI_TEST_DATABASE_URL" ]; then \
+	  echo "== the same suite on PostgreSQL ($$KINDGI_TEST_DATABASE_URL)"; \
+	  $(BIN)/pytest -n 2 tests; \
+	else echo "KINDGI_TEST_DATABASE_URL is not set: the suite ran on SQLite only"; fi

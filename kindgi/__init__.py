@@ -7,8 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from flask import Flask
+from flask_migrate import Migrate
 
 from .database import db, engine_options, install_sqlite_hooks
+
+migrate = Migrate()
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
@@ -44,6 +47,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.json.sort_keys = False  # answers keep the order clients gave (args "as given")
 
     db.init_app(app)
+    migrate.init_app(
+        app, db, directory=str(Path(__file__).parent / "migrations"), render_as_batch=True
+    )
     with app.app_context():
         install_sqlite_hooks(db.engine)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 from flask import Flask
 from flask.cli import AppGroup
+from flask_migrate import upgrade
 from sqlalchemy import select
 
 from . import demo, service, world
@@ -21,8 +22,8 @@ group = AppGroup("kindgi", help="Load worlds and demo data.")
 
 
 def ensure_schema() -> None:
-    """Create the tables where the database has none."""
-    db.create_all()
+    """Bring the schema up to date with the migrations (creating it where there is none)."""
+    upgrade()
 
 
 @group.command("load")

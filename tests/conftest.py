@@ -8,12 +8,13 @@ has a token whose secret is `kgi_<name>`: see `TOKENS`.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from databases import Databases, check_server
+from flask_migrate import upgrade
 from sqlalchemy import inspect, text
 
 from kindgi import create_app, world
@@ -34,39 +35,47 @@ TOKENS = {
 }
 
 
-def database_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'kindgi.sqlite'}"
-
-
 def make_app(url: str, **config: Any):
     return create_app(
         {"TESTING": True, "SECRET_KEY": "test-secret", "SQLALCHEMY_DATABASE_URI": url, **config}
     )
 
 
+def pytest_sessionstart(session) -> None:
+    check_server()
+
+
 @pytest.fixture(scope="session")
-def world_template(tmp_path_factory) -> Path:
-    """The test world loaded once (password hashing is slow on purpose); tests get copies."""
-    path = tmp_path_factory.mktemp("template") / "kindgi.sqlite"
-    app = make_app(f"sqlite:///{path}")
-    with app.app_context():
-        db.create_all()
-        world.load(WORLD)
-        db.session.commit()
-        db.session.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
-        db.session.remove()
-        db.engine.dispose()
-    return path
+def databases(tmp_path_factory) -> Iterator[Databases]:
+    """This session's databases, with the test world loaded once into a template (password
+    hashing is slow on purpose); each test gets a copy."""
+    dbs = Databases(tmp_path_factory.mktemp("databases"))
+
+    def fill(url: str) -> None:
+        app = make_app(url)
+        with app.app_context():
+            upgrade()
+            world.load(WORLD)
+            db.session.commit()
+            if db.engine.dialect.name == "sqlite":
+                db.session.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
+            db.session.remove()
+            db.engine.dispose()
+
+    dbs.make_template(fill)
+    yield dbs
+    dbs.drop_all()
 
 
 @pytest.fixture
-def app(tmp_path: Path, world_template: Path):
-    """An app on its own copy of the test world (at tmp_path/kindgi.sqlite)."""
-    shutil.copyfile(world_template, tmp_path / "kindgi.sqlite")
-    app = make_app(database_url(tmp_path))
+def app(databases: Databases):
+    """An app on its own copy of the test world."""
+    url = databases.clone()
+    app = make_app(url)
     yield app
     with app.app_context():
         db.engine.dispose()
+    databases.drop(url)
 
 
 @pytest.fixture

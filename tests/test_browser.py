@@ -47,11 +47,10 @@ def extra_cases() -> dict:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, world_template) -> Iterator[str]:
+def server(databases) -> Iterator[str]:
     """A live server (real HTTP, threads) on a copy of the test world with extra cases."""
-    path = tmp_path_factory.mktemp("browser") / "kindgi.sqlite"
-    shutil.copyfile(world_template, path)
-    app = make_app(f"sqlite:///{path}")
+    url = databases.clone()
+    app = make_app(url)
     with app.app_context():
         world.load(extra_cases())
         db.session.commit()
@@ -63,6 +62,7 @@ def server(tmp_path_factory, world_template) -> Iterator[str]:
     httpd.shutdown()
     with app.app_context():
         db.engine.dispose()
+    databases.drop(url)
 
 
 @pytest.fixture(scope="module")

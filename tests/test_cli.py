@@ -5,24 +5,19 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import snapshot_db
+from conftest import make_app, snapshot_db
 
-from kindgi import create_app
 from kindgi.database import db
 
 
 @pytest.fixture
-def empty_app(tmp_path):
-    app = create_app(
-        {
-            "TESTING": True,
-            "SECRET_KEY": "cli-secret",
-            "SQLALCHEMY_DATABASE_URI": f"sqlite:///{tmp_path / 'cli.sqlite'}",
-        }
-    )
+def empty_app(databases):
+    url = databases.empty()
+    app = make_app(url)
     yield app
     with app.app_context():
         db.engine.dispose()
+    databases.drop(url)
 
 
 def test_load_creates_the_schema_and_loads_a_world(empty_app, tmp_path):

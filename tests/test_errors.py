@@ -6,11 +6,11 @@ from __future__ import annotations
 import io
 import json
 import re
-import sqlite3
 import time
 
 import pytest
-from conftest import AGENT, MULTI, P1, P2, PG, database_url, error_of, snapshot_db
+from conftest import AGENT, MULTI, P1, P2, PG, error_of, snapshot_db
+from databases import write_lock
 
 from kindgi import create_app, service
 from kindgi.database import db
@@ -21,13 +21,13 @@ NO_SUCH_PROJECT = "00000000-0000-4000-8000-000000000000"
 
 
 @pytest.fixture
-def make_app(app, tmp_path):
+def make_app(app):
     """Another app on the test's (already loaded) database, with some settings changed."""
     made = []
 
     def make(**config):
         base = {"TESTING": True, "SECRET_KEY": "test-secret"}
-        base["SQLALCHEMY_DATABASE_URI"] = database_url(tmp_path)
+        base["SQLALCHEMY_DATABASE_URI"] = app.config["SQLALCHEMY_DATABASE_URI"]
         made.append(create_app({**base, **config}))
         return made[-1]
 
@@ -286,23 +286,17 @@ def test_a_crash_is_a_500_internal_without_a_stack_trace_and_changes_nothing(app
     assert snapshot_db(app) == before
 
 
-def test_a_locked_database_is_503_busy_and_the_retry_succeeds(app, make_app, tmp_path):
+def test_a_locked_database_is_503_busy_and_the_retry_succeeds(app, make_app):
     quick = make_app(DB_BUSY_TIMEOUT_MS=200).test_client()
     headers = {**admin(), "Idempotency-Key": "k-busy"}
     before = snapshot_db(app)
-    locker = sqlite3.connect(tmp_path / "kindgi.sqlite", isolation_level=None)
-    try:
-        locker.execute("BEGIN IMMEDIATE")  # another writer holds the write lock
+    with write_lock(app.config["SQLALCHEMY_DATABASE_URI"]):  # another writer holds the lock
         started = time.monotonic()
         resp = quick.post(CASES, json=BODY, headers=headers)
         assert time.monotonic() - started < 3  # waited about DB_BUSY_TIMEOUT_MS, not forever
         assert resp.status_code == 503, resp.get_json()
         assert error_of(resp)["code"] == "database-busy"
         assert resp.headers["Retry-After"].isdigit()
-    finally:
-        if locker.in_transaction:
-            locker.execute("ROLLBACK")
-        locker.close()
     assert snapshot_db(app) == before
     retry = quick.post(CASES, json=BODY, headers=headers)
     assert retry.status_code == 201, retry.get_json()

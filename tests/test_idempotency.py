@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import AGENT, MULTI, P1, TOKENS, database_url, error_of, snapshot_db
+from conftest import AGENT, MULTI, P1, TOKENS, error_of, snapshot_db
 from sqlalchemy import text, update
 
 from kindgi import create_app, http, service
@@ -224,7 +224,7 @@ def test_a_retry_while_the_first_request_runs_is_409_in_flight_with_retry_after(
 def zero_lease_app(app, tmp_path):
     """A second app on the same database whose claims expire at once."""
     config = {"TESTING": True, "SECRET_KEY": "test-secret", "IDEMPOTENCY_LEASE_SECONDS": 0}
-    other = create_app({**config, "SQLALCHEMY_DATABASE_URI": database_url(tmp_path)})
+    other = create_app({**config, "SQLALCHEMY_DATABASE_URI": app.config["SQLALCHEMY_DATABASE_URI"]})
     yield other
     with other.app_context():
         db.engine.dispose()
@@ -366,7 +366,7 @@ def server(app, tmp_path):
     port, log_path = free_port(), tmp_path / "gunicorn.log"
     env = {
         **os.environ,
-        "KINDGI_SQLALCHEMY_DATABASE_URI": database_url(tmp_path),
+        "KINDGI_SQLALCHEMY_DATABASE_URI": app.config["SQLALCHEMY_DATABASE_URI"],
         "KINDGI_SECRET_KEY": "test-secret",
     }
     with log_path.open("wb") as log:

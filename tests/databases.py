@@ -1,0 +1,123 @@
+"""Real databases for tests: SQLite files, or PostgreSQL databases when KINDGI_TEST_DATABASE_URL
+names a server. The test world is loaded once into a template; each test gets a quick copy
+(a file copy, or `CREATE DATABASE … TEMPLATE …`), never a mock and never a shared database.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg
+from sqlalchemy.engine import make_url
+
+SERVER = os.environ.get("KINDGI_TEST_DATABASE_URL", "")
+ENGINE = "postgresql" if SERVER.startswith("postgresql") else "sqlite"
+
+
+class Databases:
+    """Makes, copies and drops the databases one test session uses."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.names = itertools.count()
+        self.prefix = f"kt{os.getpid()}"
+        self.template: str | None = None
+
+    def _name(self) -> str:
+        return f"{self.prefix}_{next(self.names)}"
+
+    # ------------------------------------------------------------ one of two engines
+
+    def _admin(self) -> psycopg.Connection:
+        url = make_url(SERVER).set(drivername="postgresql", database="postgres")
+        return psycopg.connect(url.render_as_string(hide_password=False), autocommit=True)
+
+    def _pg_url(self, name: str) -> str:
+        return (
+            make_url(SERVER)
+            .set(drivername="postgresql+psycopg", database=name)
+            .render_as_string(hide_password=False)
+        )
+
+    def empty(self) -> str:
+        """A new, empty database's URL."""
+        name = self._name()
+        if ENGINE == "sqlite":
+            return f"sqlite:///{self.folder / (name + '.sqlite')}"
+        with self._admin() as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self._pg_url(name)
+
+    def make_template(self, fill: Callable[[str], None]) -> None:
+        """Make the template once: `fill(url)` creates the schema and loads the world."""
+        url = self.empty()
+        fill(url)
+        self.template = url
+
+    def clone(self) -> str:
+        """A new database holding what the template holds."""
+        assert self.template is not None
+        name = self._name()
+        if ENGINE == "sqlite":
+            path = self.folder / (name + ".sqlite")
+            shutil.copyfile(make_url(self.template).database, path)
+            return f"sqlite:///{path}"
+        with self._admin() as conn:
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{make_url(self.template).database}"')
+        return self._pg_url(name)
+
+    def drop(self, url: str) -> None:
+        if ENGINE == "sqlite":
+            for suffix in ("", "-wal", "-shm"):
+                Path(make_url(url).database + suffix).unlink(missing_ok=True)
+            return
+        with self._admin() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)')
+
+    def drop_all(self) -> None:
+        if ENGINE == "postgresql":
+            with self._admin() as conn:
+                names = conn.execute(
+                    "SELECT datname FROM pg_database WHERE datname LIKE %s",
+                    (self.prefix + "\\_%",),
+                ).fetchall()
+                for (name,) in names:
+                    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def check_server() -> None:
+    """Fail loudly, never skip, when the named PostgreSQL can't be reached."""
+    if ENGINE != "postgresql":
+        return
+    url = make_url(SERVER).set(drivername="postgresql", database="postgres")
+    try:
+        psycopg.connect(url.render_as_string(hide_password=False), connect_timeout=5).close()
+    except psycopg.OperationalError as exc:
+        raise SystemExit(f"KINDGI_TEST_DATABASE_URL={SERVER} can't be reached: {exc}") from None
+
+
+@contextmanager
+def write_lock(url: str) -> Iterator[None]:
+    """Hold the database's write lock from a second connection, as another writer would."""
+    if ENGINE == "sqlite":
+        conn = sqlite3.connect(make_url(url).database, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        finally:
+            conn.rollback()
+            conn.close()
+        return
+    conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(conninfo) as pg:  # a transaction until the block ends
+        pg.execute("LOCK TABLE cases, tallies, runs, tokens, snapshots IN EXCLUSIVE MODE")
+        try:
+            yield
+        finally:
+            pg.rollback()
