@@ -81,6 +81,9 @@ RequestTooLarge = _error(413, "request-too-large", "The request body is over the
 KeyMismatch = _error(
     422, "idempotency-key-mismatch", "This Idempotency-Key was used for a different request."
 )
+TooManyAttempts = _error(
+    429, "too-many-attempts", "Too many failed sign-ins for this email; try again later."
+)
 Internal = _error(500, "internal", "Something went wrong on our side; nothing was changed.")
 DatabaseBusy = _error(503, "database-busy", "The database is too busy to answer; retry soon.")
 StoreUnavailable = _error(

@@ -229,3 +229,14 @@ class IdempotencyRecord(db.Model):
     body: Mapped[bytes | None] = mapped_column(LargeBinary)
     withheld: Mapped[bool] = mapped_column(Boolean, default=False)
     succeeded_at: Mapped[datetime | None] = mapped_column(DateTime)
+
+
+class LoginFailure(db.Model):
+    """A failed sign-in, by a hash of the email typed (known or not): the login throttle."""
+
+    __tablename__ = "login_failures"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    email_key: Mapped[str] = mapped_column(String(64))
+    at: Mapped[datetime] = mapped_column(DateTime)
+
+    __table_args__ = (Index("ix_login_failures_key_at", "email_key", "at"),)

@@ -27,7 +27,7 @@ from flask_wtf.csrf import CSRFProtect
 from jsonpointer import JsonPointerException, resolve_pointer
 
 from . import schemas, service
-from .errors import DomainError, bad_input
+from .errors import DomainError, TooManyAttempts, bad_input
 
 bp = Blueprint("pages", __name__)
 login_manager = LoginManager()
@@ -90,19 +90,19 @@ def _safe_next(target: str | None) -> str:
 
 @bp.route("/login", methods=["GET", "POST"])
 def login():
-    error = None
-    if request.method == "POST":
-        principal = service.check_password(
-            request.form.get("email", ""), request.form.get("password", "")
-        )
-        if principal is not None:
-            session.clear()  # a fresh session at every sign-in
-            login_user(principal)
-            return redirect(_safe_next(request.args.get("next")))
+    email = request.form.get("email", "")
+    if request.method == "GET":
+        return render_template("login.html", error=None, email=email)
+    try:
+        principal = service.sign_in(email, request.form.get("password", ""))
+    except TooManyAttempts as err:
+        return render_template("login.html", error=err.message, email=email), 429, err.headers
+    if principal is None:
         error = "That email and password don't match an account."
-    return render_template("login.html", error=error, email=request.form.get("email", "")), (
-        401 if error else 200
-    )
+        return render_template("login.html", error=error, email=email), 401
+    session.clear()  # a fresh session at every sign-in
+    login_user(principal)
+    return redirect(_safe_next(request.args.get("next")))
 
 
 @bp.route("/logout", methods=["GET", "POST"])

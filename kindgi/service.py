@@ -19,7 +19,7 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from flask import current_app
 from jsonpointer import JsonPointer, JsonPointerException
-from sqlalchemy import and_, func, or_, select, tuple_, update
+from sqlalchemy import and_, delete, func, or_, select, tuple_, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -46,6 +46,7 @@ from .errors import (
     RunNotFound,
     RunNotOfAgent,
     StoreUnavailable,
+    TooManyAttempts,
     Unauthenticated,
     bad_input,
 )
@@ -57,6 +58,7 @@ from .models import (
     Grant,
     Group,
     IdempotencyRecord,
+    LoginFailure,
     Project,
     Run,
     Service,
@@ -162,17 +164,39 @@ def user_principal(user_id: str) -> Principal | None:
     return _principal("user", user_id)
 
 
-def check_password(email: str, password: str) -> Principal | None:
-    """The user with this email and password, or None alike for a wrong email or password."""
-    user = db.session.scalar(select(User).where(User.email == email.strip().lower()))
+LOGIN_WINDOW = timedelta(minutes=15)
+LOGIN_MAX_FAILURES = 10
+
+
+def sign_in(email: str, password: str) -> Principal | None:
+    """The user with this email and password, or None alike for a wrong email or password.
+
+    At most 10 failures per email in 15 minutes, counted in the database so the limit holds
+    across workers and hosts; unknown emails are counted alike, so the limit tells nothing.
+    """
+    email = email.strip().lower()
+    key = hash_secret("login\0" + email)
+    now = clock()
+    failures = db.session.scalar(
+        select(func.count()).where(
+            LoginFailure.email_key == key, LoginFailure.at > now - LOGIN_WINDOW
+        )
+    )
+    if failures >= LOGIN_MAX_FAILURES:
+        raise TooManyAttempts(headers={"Retry-After": str(int(LOGIN_WINDOW.total_seconds()))})
+    user = db.session.scalar(select(User).where(User.email == email))
     try:
         if user is None or not user.password_hash:
             _hasher.verify(_DUMMY_HASH, password)  # same work either way
-            return None
-        _hasher.verify(user.password_hash, password)
+        else:
+            _hasher.verify(user.password_hash, password)
+            db.session.execute(delete(LoginFailure).where(LoginFailure.email_key == key))
+            return _principal("user", user.id)
     except (VerificationError, InvalidHashError):
-        return None
-    return _principal("user", user.id)
+        pass
+    db.session.add(LoginFailure(email_key=key, at=now))
+    db.session.flush()
+    return None
 
 
 _DUMMY_HASH = _hasher.hash("not a password anyone has")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from datetime import timedelta
 
 import pytest
 from conftest import AGENT, MULTI, P1, P2
@@ -157,6 +158,21 @@ def test_another_tenants_agent_is_not_found(ctx):
 
 
 def test_a_password_checks_out_and_a_wrong_one_or_unknown_email_alike_do_not(ctx):
-    assert service.check_password("Reader@acme.test", "reader-pass-1").id == "u-reader"
-    assert service.check_password("reader@acme.test", "wrong") is None
-    assert service.check_password("nobody-here@acme.test", "reader-pass-1") is None
+    assert service.sign_in("Reader@acme.test", "reader-pass-1").id == "u-reader"
+    assert service.sign_in("reader@acme.test", "wrong") is None
+    assert service.sign_in("nobody-here@acme.test", "reader-pass-1") is None
+
+
+@pytest.mark.parametrize("email", ["reader@acme.test", "nobody-here@acme.test"])
+def test_sign_in_stops_after_ten_failures_in_fifteen_minutes_known_email_or_not(
+    ctx, monkeypatch, email
+):
+    start = service.clock()
+    for _ in range(service.LOGIN_MAX_FAILURES):
+        assert service.sign_in(email, "wrong") is None
+    with pytest.raises(errors.TooManyAttempts):
+        service.sign_in(email, "reader-pass-1")  # even the right password waits
+    later = start + service.LOGIN_WINDOW + timedelta(seconds=5)
+    monkeypatch.setattr(service, "clock", lambda: later)
+    expected = "u-reader" if email.startswith("reader") else None
+    assert getattr(service.sign_in(email, "reader-pass-1"), "id", None) == expected
