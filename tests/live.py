@@ -1,0 +1,70 @@
+"""Live servers for tests that need real processes: gunicorn masters on the test's database."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def gunicorn(database_url: str, log_path: Path, workers: int = 4, **env: str) -> Iterator[str]:
+    """A gunicorn master with `workers` processes serving the app on `database_url`; its base
+    URL while the block runs, and always stopped (killed if it won't stop) afterwards."""
+    port = free_port()
+    environ = {
+        **os.environ,
+        "KINDGI_SQLALCHEMY_DATABASE_URI": database_url,
+        "KINDGI_SECRET_KEY": "test-secret",
+        **env,
+    }
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [
+                str(ROOT / ".venv/bin/gunicorn"),
+                "-w",
+                str(workers),
+                "-b",
+                f"127.0.0.1:{port}",
+                "app:app",
+            ],
+            cwd=ROOT,
+            env=environ,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, f"no answer in 30 s:\n{log_path.read_text()}"
+            try:
+                requests.get(base + "/v1/openapi.json", timeout=2).raise_for_status()
+                break
+            except requests.RequestException:  # not listening yet, or a worker still booting
+                time.sleep(0.1)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
