@@ -143,11 +143,13 @@ def cases(agent_id: str):
         "page": page,
         "more_url": _more_url(page),
     }
-    context["counts"] = service.test_set(current_user, agent_id, project_id)
     headers = {"Vary": "HX-Request"}
     if request.headers.get("HX-Request") and not request.headers.get("HX-History-Restore-Request"):
-        partial = "_case_rows.html" if args.get("cursor") else "_case_list.html"
-        return render_template(partial, **context), headers  # htmx swaps just this part
+        if args.get("cursor"):  # "Load more": just the next rows
+            return render_template("_case_rows.html", **context), headers
+        context["counts"] = service.test_set(current_user, agent_id, project_id)
+        return render_template("_case_list.html", **context), headers  # a new filter
+    context["counts"] = service.test_set(current_user, agent_id, project_id)
     context["may"] = service.permissions(current_user, agent_id, project_id)
     return render_template("cases.html", **context), headers
 

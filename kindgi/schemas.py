@@ -24,6 +24,7 @@ from marshmallow import (
     validates_schema,
 )
 
+from .errors import bad_input
 from .models import CORRECTION_STATUSES
 
 UUID_RE = re.compile(
@@ -443,8 +444,6 @@ def flatten_errors(messages: Any, prefix: str = "") -> dict[str, list[str]]:
 
 def load(schema: type[Schema], data: Any) -> dict[str, Any]:
     """Validate `data` with `schema`: the loaded dict, or 400 `bad-input` naming each field."""
-    from .errors import bad_input
-
     if not isinstance(data, dict):
         raise bad_input({"_body": ["Send a JSON object."]})
     try:
