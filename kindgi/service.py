@@ -18,7 +18,7 @@ from typing import Any
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from flask import current_app
-from jsonpointer import JsonPointer, JsonPointerException
+from jsonpointer import EndOfList, JsonPointer, JsonPointerException
 from sqlalchemy import and_, delete, func, or_, select, tuple_, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.sql.elements import ColumnElement
@@ -706,7 +706,7 @@ def _check_items(items: Iterable[dict[str, Any]], output: Any) -> None:
             found = JsonPointer(item["pointer"]).resolve(output, _MISSING)
         except JsonPointerException:
             found = _MISSING
-        if found is _MISSING or type(found).__name__ == "EndOfList":
+        if found is _MISSING or isinstance(found, EndOfList):  # "/-" is past the end
             raise ItemNotFound(
                 details={
                     "fields": {
