@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -67,15 +68,23 @@ def databases(tmp_path_factory) -> Iterator[Databases]:
     dbs.drop_all()
 
 
+@contextmanager
+def app_on(databases: Databases, url: str, **config: Any) -> Iterator[Any]:
+    """An app on the database at `url`, which is dropped afterwards."""
+    app = make_app(url, **config)
+    try:
+        yield app
+    finally:
+        with app.app_context():
+            db.engine.dispose()
+        databases.drop(url)
+
+
 @pytest.fixture
 def app(databases: Databases):
     """An app on its own copy of the test world."""
-    url = databases.clone()
-    app = make_app(url)
-    yield app
-    with app.app_context():
-        db.engine.dispose()
-    databases.drop(url)
+    with app_on(databases, databases.clone()) as app:
+        yield app
 
 
 @pytest.fixture
@@ -136,7 +145,6 @@ def snapshot_db(app) -> dict[str, list[tuple]]:
 @pytest.fixture
 def unchanged(app):
     """`with unchanged(): …` fails unless the database is exactly as before."""
-    from contextlib import contextmanager
 
     @contextmanager
     def check() -> Iterator[None]:
@@ -159,3 +167,22 @@ def error_of(resp) -> dict[str, Any]:
     assert err["requestId"] == resp.headers["X-Request-Id"]
     assert isinstance(err["message"], str) and err["message"]
     return err
+
+
+def ok(resp, status: int = 200) -> dict[str, Any]:
+    """The JSON body of an answer that must have this status."""
+    assert resp.status_code == status, resp.get_json()
+    return resp.get_json()
+
+
+def refused(resp, status: int, code: str) -> dict[str, Any]:
+    """The error of a refused request, checked for its status and code."""
+    assert resp.status_code == status, resp.get_json()
+    err = error_of(resp)
+    assert err["code"] == code, err
+    return err
+
+
+def same_error(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Two errors alike but for their request ids."""
+    return {**a, "requestId": ""} == {**b, "requestId": ""}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import AGENT, P1, make_app
+from conftest import AGENT, P1, app_on
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from werkzeug.serving import make_server
 
@@ -49,20 +49,16 @@ def extra_cases() -> dict:
 @pytest.fixture(scope="module")
 def server(databases) -> Iterator[str]:
     """A live server (real HTTP, threads) on a copy of the test world with extra cases."""
-    url = databases.clone()
-    app = make_app(url)
-    with app.app_context():
-        world.load(extra_cases())
-        db.session.commit()
-        db.session.remove()
-    httpd = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_port}"
-    httpd.shutdown()
-    with app.app_context():
-        db.engine.dispose()
-    databases.drop(url)
+    with app_on(databases, databases.clone()) as app:
+        with app.app_context():
+            world.load(extra_cases())
+            db.session.commit()
+            db.session.remove()
+        httpd = make_server("127.0.0.1", 0, app, threaded=True)
+        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        thread.start()
+        yield f"http://127.0.0.1:{httpd.server_port}"
+        httpd.shutdown()
 
 
 @pytest.fixture(scope="module")

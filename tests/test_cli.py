@@ -5,24 +5,21 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import make_app, snapshot_db
+from conftest import WORLD, app_on, snapshot_db
 
 from kindgi.database import db
 
 
 @pytest.fixture
 def empty_app(databases):
-    url = databases.empty()
-    app = make_app(url)
-    yield app
-    with app.app_context():
-        db.engine.dispose()
-    databases.drop(url)
+    """An app on a database with nothing in it, not even a schema."""
+    with app_on(databases, databases.empty()) as app:
+        yield app
 
 
 def test_load_creates_the_schema_and_loads_a_world(empty_app, tmp_path):
     path = tmp_path / "world.json"
-    path.write_text((__import__("pathlib").Path(__file__).parent / "world.json").read_text())
+    path.write_text(json.dumps(WORLD))
     result = empty_app.test_cli_runner().invoke(args=["kindgi", "load", str(path)])
     assert result.exit_code == 0, result.output
     assert "loaded" in result.output and "cases" in result.output

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from conftest import AGENT, MULTI, P1, P2, P3, PG, WORLD, error_of
+from conftest import AGENT, MULTI, P1, P2, P3, PG, WORLD, ok, refused, same_error
 
 from kindgi import service
 
@@ -32,22 +32,6 @@ def counts(api, agent: str = AGENT, project: str = P1) -> dict[str, int]:
 def listed(api, agent: str = AGENT, project: str = P1) -> list[str]:
     url = f"/v1/agents/{agent}/test-set/cases?projectId={project}&include=retired&limit=100"
     return [c["id"] for c in ok(api.get(url))["data"]]
-
-
-def ok(resp, status: int = 200) -> dict[str, Any]:
-    assert resp.status_code == status, resp.get_json()
-    return resp.get_json()
-
-
-def refused(resp, status: int, code: str) -> dict[str, Any]:
-    assert resp.status_code == status, resp.get_json()
-    err = error_of(resp)
-    assert err["code"] == code, err
-    return err
-
-
-def same_error(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return {**a, "requestId": ""} == {**b, "requestId": ""}
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from conftest import AGENT, MULTI, P1, P2, P3, PG, WORLD, error_of
+from conftest import AGENT, MULTI, P1, P2, P3, PG, WORLD, error_of, ok, refused, same_error
 
 from kindgi import cursors, service, world
 from kindgi.database import db
@@ -35,11 +35,6 @@ def cases_url(agent: str = AGENT, project: str = P1, **params: Any) -> str:
 
 def runs_url(agent: str = AGENT, project: str = P1, **params: Any) -> str:
     return f"/v1/agents/{agent}/runs?{urlencode({'projectId': project, **params})}"
-
-
-def ok(resp, status: int = 200) -> dict[str, Any]:
-    assert resp.status_code == status, resp.get_json()
-    return resp.get_json()
 
 
 def ids(body: dict[str, Any]) -> list[str]:
@@ -65,18 +60,6 @@ def first_cursor(api, url: str, as_: str = "admin") -> str:
     page = ok(api.get(url, as_=as_))
     assert page["hasMore"] is True
     return page["nextCursor"]
-
-
-def refused(resp, status: int, code: str) -> dict[str, Any]:
-    """The error of a refused request, checked for its status and code."""
-    assert resp.status_code == status, resp.get_json()
-    err = error_of(resp)
-    assert err["code"] == code, err
-    return err
-
-
-def same_error(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return {**a, "requestId": ""} == {**b, "requestId": ""}
 
 
 def bad_cursor_reason(resp) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from conftest import make_app
+from conftest import app_on
 from flask_migrate import downgrade, upgrade
 from sqlalchemy import inspect
 
@@ -12,31 +12,17 @@ from kindgi.database import db
 
 
 def test_the_migrations_build_exactly_the_models_schema(databases):
-    url = databases.empty()
-    app = make_app(url)
-    try:
-        with app.app_context():
-            upgrade()
-            with db.engine.connect() as conn:
-                context = MigrationContext.configure(conn, opts={"compare_type": True})
-                assert compare_metadata(context, db.metadata) == []
-    finally:
-        with app.app_context():
-            db.engine.dispose()
-        databases.drop(url)
+    with app_on(databases, databases.empty()) as app, app.app_context():
+        upgrade()
+        with db.engine.connect() as conn:
+            context = MigrationContext.configure(conn, opts={"compare_type": True})
+            assert compare_metadata(context, db.metadata) == []
 
 
 def test_the_migrations_go_down_and_up_again(databases):
-    url = databases.empty()
-    app = make_app(url)
-    try:
-        with app.app_context():
-            upgrade()
-            downgrade(revision="base")
-            assert set(inspect(db.engine).get_table_names()) <= {"alembic_version"}
-            upgrade()
-            assert "cases" in inspect(db.engine).get_table_names()
-    finally:
-        with app.app_context():
-            db.engine.dispose()
-        databases.drop(url)
+    with app_on(databases, databases.empty()) as app, app.app_context():
+        upgrade()
+        downgrade(revision="base")
+        assert set(inspect(db.engine).get_table_names()) <= {"alembic_version"}
+        upgrade()
+        assert "cases" in inspect(db.engine).get_table_names()
