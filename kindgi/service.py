@@ -458,11 +458,8 @@ def overview(caller: Principal) -> list[Counts]:
                 counts.add(cell)
         for (pk, pid), counts in rows.items():
             counts.last_added_at = _last_added(pk, pid)
-    never = datetime.min
-    return sorted(
-        rows.values(),
-        key=lambda c: (-(c.last_added_at or never).timestamp(), c.agent_id, c.project_name),
-    )
+    by_name = sorted(rows.values(), key=lambda c: (c.agent_id, c.project_name))
+    return sorted(by_name, key=lambda c: c.last_added_at or datetime.min, reverse=True)
 
 
 # ---------------------------------------------------------------- lists

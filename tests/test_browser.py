@@ -236,3 +236,27 @@ def test_another_tenants_case_is_a_not_found_page(page, server):
     response = page.goto(f"{server}/agents/{AGENT}/test-set/cases/case-2")
     assert response.status == 404
     expect(page.get_by_role("heading")).to_contain_text("No such case")
+
+
+NAMELESS = """els => els.filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label')
+    && !(e.tagName === 'BUTTON' && e.textContent.trim())).map(e => e.outerHTML)"""
+
+
+def test_every_control_on_every_page_has_a_label(browser, server):
+    page = browser.new_page()
+    try:
+        page.goto(f"{server}/login")
+        controls = "input:not([type=hidden]), select, textarea, button"
+        assert page.locator(controls).evaluate_all(NAMELESS) == []
+        sign_in(page, server, "admin@acme.test", "admin-pass-1")
+        for path in (
+            "/",
+            f"/agents/{AGENT}/test-set/cases?projectId={P1}",
+            f"/agents/{AGENT}/test-set/cases/case-2",
+            f"/agents/{AGENT}/test-set/cases/new?projectId={P1}",
+            "/tokens",
+        ):
+            page.goto(server + path)
+            assert page.locator(controls).evaluate_all(NAMELESS) == [], path
+    finally:
+        page.close()

@@ -6,7 +6,7 @@ import random
 from datetime import timedelta
 
 import pytest
-from conftest import AGENT, MULTI, P1, P2
+from conftest import AGENT, MULTI, P1, P2, P3
 from sqlalchemy import func, select
 
 from kindgi import errors, service
@@ -176,3 +176,13 @@ def test_sign_in_stops_after_ten_failures_in_fifteen_minutes_known_email_or_not(
     monkeypatch.setattr(service, "clock", lambda: later)
     expected = "u-reader" if email.startswith("reader") else None
     assert getattr(service.sign_in(email, "reader-pass-1"), "id", None) == expected
+
+
+def test_the_overview_lists_what_the_caller_reads_busiest_first_empty_sets_last(ctx):
+    rows = service.overview(principal("admin"))
+    # P1's newest case (case-2, 16 April) is newer than P2's (cor-3, 15 April); P3 has none
+    assert [(r.agent_id, r.project_id) for r in rows] == [(AGENT, P1), (MULTI, P2), (MULTI, P3)]
+    assert (rows[-1].active, rows[-1].retired, rows[-1].last_added_at) == (0, 0, None)
+    reader = service.overview(principal("reader"))
+    assert {(r.agent_id, r.project_id) for r in reader} == {(AGENT, P1), (MULTI, P2)}
+    assert service.overview(principal("nobody")) == []
