@@ -97,7 +97,7 @@ def register(app: Flask) -> None:
             try:
                 _settle(response)
                 service.commit()
-            except DomainError as err:  # the database could not take the commit
+            except DomainError as err:  # the database could not take the commit: 503 or 500
                 if g.get("idempotency_key"):
                     service.release_key(g.caller, g.idempotency_key)
                 response = app.make_response(render(err))

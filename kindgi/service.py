@@ -9,6 +9,7 @@ together). Another tenant's things look exactly like things that do not exist.
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from .errors import (
     CorrectionNotFound,
     DatabaseBusy,
     Forbidden,
+    Internal,
     ItemNotFound,
     KeyInFlight,
     KeyMismatch,
@@ -69,6 +71,7 @@ from .models import (
 )
 from .schemas import rfc3339
 
+log = logging.getLogger("kindgi")
 TOKEN_PREFIX = "kgi_"
 IDEMPOTENCY_TTL = timedelta(hours=24)
 _hasher = PasswordHasher()
@@ -995,11 +998,13 @@ def release_key(caller: Principal, key: str) -> None:
 
 
 def commit() -> None:
-    """Commit the request's changes; a database that can't answer in time is 503 busy."""
+    """Commit the request's changes: 503 busy if the database can't answer in time, 500 if it
+    fails otherwise; either way nothing was changed."""
     try:
         db.session.commit()
     except SQLAlchemyError as exc:
         db.session.rollback()
         if is_busy(exc):
             raise DatabaseBusy() from exc
-        raise
+        log.exception("commit failed")
+        raise Internal() from exc
