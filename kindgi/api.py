@@ -56,40 +56,46 @@ def _case_url(agent_id: str, case_id: str) -> str:
 def get_test_set(agent_id: str):
     args = query(schemas.TestSetQuery)
     counts = service.test_set(g.caller, agent_id, args["projectId"])
-    return jsonify(schemas.TestSetOut().dump(counts.as_json()))
+    return jsonify(schemas.dump(schemas.TestSetOut, counts.as_json()))
 
 
 @bp.get("/agents/<agent_id>/test-set/cases")
 def list_cases(agent_id: str):
     args = query(schemas.CasesQuery)
     page = service.list_cases(g.caller, agent_id, args.pop("projectId"), **args)
-    return jsonify(page.as_json(schemas.CaseOut().dump))
+    return jsonify(page.as_json(lambda case: schemas.dump(schemas.CaseOut, case)))
 
 
 @bp.post("/agents/<agent_id>/test-set/cases")
 def add_case(agent_id: str):
     case = service.add_hand_case(g.caller, agent_id, body(schemas.AddCaseBody))
-    return jsonify(schemas.CaseOut().dump(case)), 201, {"Location": _case_url(agent_id, case.id)}
+    return (
+        jsonify(schemas.dump(schemas.CaseOut, case)),
+        201,
+        {"Location": _case_url(agent_id, case.id)},
+    )
 
 
 @bp.get("/agents/<agent_id>/test-set/cases/<case_id>")
 def get_case(agent_id: str, case_id: str):
     view = service.get_case(g.caller, agent_id, case_id)
-    out = schemas.CaseOut().dump(view.case)
-    out["snapshot"] = schemas.SnapshotOut().dump(view.snapshot)
+    out = schemas.dump(schemas.CaseOut, view.case)
+    out["snapshot"] = schemas.dump(schemas.SnapshotOut, view.snapshot)
     return jsonify(out)
 
 
 @bp.post("/agents/<agent_id>/test-set/cases/<case_id>/retire")
 def retire_case(agent_id: str, case_id: str):
     reason = body(schemas.RetireBody)["reason"]
-    return jsonify(schemas.CaseOut().dump(service.retire_case(g.caller, agent_id, case_id, reason)))
+    return jsonify(
+        schemas.dump(schemas.CaseOut, service.retire_case(g.caller, agent_id, case_id, reason))
+    )
 
 
 @bp.post("/agents/<agent_id>/test-set/cases/<case_id>/restore")
 def restore_case(agent_id: str, case_id: str):
     body(schemas.RestoreBody)
-    return jsonify(schemas.CaseOut().dump(service.restore_case(g.caller, agent_id, case_id)))
+    return jsonify(schemas.dump(schemas.CaseOut, service.restore_case(g.caller, agent_id, case_id)))
 
 
 # ---------------------------------------------------------------- runs and corrections
@@ -99,26 +105,26 @@ def restore_case(agent_id: str, case_id: str):
 def list_runs(agent_id: str):
     args = query(schemas.RunsQuery)
     page = service.list_runs(g.caller, agent_id, args.pop("projectId"), **args)
-    return jsonify(page.as_json(schemas.RunOut().dump))
+    return jsonify(page.as_json(lambda run: schemas.dump(schemas.RunOut, run)))
 
 
 @bp.post("/agents/<agent_id>/runs")
 def record_run(agent_id: str):
     run = service.record_run(g.caller, agent_id, body(schemas.RecordRunBody))
-    return jsonify(schemas.RunOut().dump(run)), 201
+    return jsonify(schemas.dump(schemas.RunOut, run)), 201
 
 
 @bp.post("/agents/<agent_id>/runs/<run_id>/corrections")
 def record_correction(agent_id: str, run_id: str):
     case = service.record_correction(g.caller, agent_id, run_id, body(schemas.RecordCorrectionBody))
-    return jsonify(schemas.CorrectionOut().dump(case)), 201
+    return jsonify(schemas.dump(schemas.CorrectionOut, case)), 201
 
 
 @bp.patch("/agents/<agent_id>/corrections/<correction_id>")
 def set_correction_status(agent_id: str, correction_id: str):
     status = body(schemas.CorrectionStatusBody)["status"]
     case = service.set_correction_status(g.caller, agent_id, correction_id, status)
-    return jsonify(schemas.CorrectionOut().dump(case))
+    return jsonify(schemas.dump(schemas.CorrectionOut, case))
 
 
 # ---------------------------------------------------------------- tokens
@@ -129,12 +135,12 @@ def create_token():
     args = body(schemas.NewTokenBody)
     token, secret = service.create_token(g.caller, args["name"], args.get("expiresAt"))
     g.withhold_answer = True  # an answer with a secret is never kept for replay
-    return jsonify({**schemas.TokenOut().dump(token), "secret": secret}), 201
+    return jsonify({**schemas.dump(schemas.TokenOut, token), "secret": secret}), 201
 
 
 @bp.get("/tokens")
 def list_tokens():
-    return jsonify(schemas.TokenList().dump({"data": service.list_tokens(g.caller)}))
+    return jsonify(schemas.dump(schemas.TokenList, {"data": service.list_tokens(g.caller)}))
 
 
 @bp.delete("/tokens/<token_id>")

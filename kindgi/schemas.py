@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
 import rfc8785
@@ -82,6 +83,14 @@ class WholeNumber(fields.Integer):
         if isinstance(value, str) and not re.fullmatch(r"-?[0-9]{1,18}", value):
             raise self.make_error("invalid")
         return super()._deserialize(value, attr, data, **kwargs)
+
+
+class AsStored(fields.Nested):
+    """A value stored already in the shape `nested` describes (a case's `expect`, who did it):
+    answered as it is, while the OpenAPI document still shows the nested schema."""
+
+    def _serialize(self, value: Any, attr: Any, obj: Any, **kwargs: Any) -> Any:
+        return value
 
 
 def _canonical_args(args: dict[str, Any]) -> None:
@@ -301,10 +310,7 @@ class AnswerOut(Schema):
 
 
 class ExpectOut(Schema):
-    """What a case expects; dumped from the stored dict, where a missing part stays missing."""
-
-    def get_attribute(self, obj: Any, attr: str, default: Any) -> Any:
-        return obj.get(attr, default)  # not getattr: a dict has an `items` method
+    """What a case expects: one part for each verdict its correction gave."""
 
     decisions = fields.Nested(DecisionsOut)
     answer = fields.Nested(AnswerOut)
@@ -318,8 +324,8 @@ class CaseOut(OmitEmpty):
     projectId = fields.String(required=True, attribute="project_id", metadata={"format": "uuid"})
     runId = fields.String(required=True, attribute="run_id")
     madeOn = fields.String(required=True, attribute="made_on")
-    expect = fields.Nested(ExpectOut, required=True)
-    addedBy = fields.Nested(Actor, required=True, attribute="added_by")
+    expect = AsStored(ExpectOut, required=True)
+    addedBy = AsStored(Actor, required=True, attribute="added_by")
     addedAt = Timestamp(required=True, attribute="added_at")
     updatedAt = Timestamp(required=True, attribute="updated_at")
     retired = fields.Nested(RetiredOut)
@@ -394,8 +400,8 @@ class CorrectionOut(OmitEmpty):
     status = fields.String(required=True, validate=validate.OneOf(CORRECTION_STATUSES))
     group = fields.String(attribute="group_id")
     restricted = fields.Boolean(required=True, attribute="expert")
-    expect = fields.Nested(ExpectOut, required=True)
-    by = fields.Nested(Actor, required=True, attribute="added_by")
+    expect = AsStored(ExpectOut, required=True)
+    by = AsStored(Actor, required=True, attribute="added_by")
     at = Timestamp(required=True, attribute="added_at")
 
 
@@ -442,11 +448,22 @@ def flatten_errors(messages: Any, prefix: str = "") -> dict[str, list[str]]:
     return flat
 
 
+@cache
+def _instance(schema: type[Schema]) -> Schema:
+    """One instance per schema: making one deep-copies its fields, and they hold no state."""
+    return schema()
+
+
+def dump(schema: type[Schema], obj: Any) -> Any:
+    """`obj` as the answer `schema` describes."""
+    return _instance(schema).dump(obj)
+
+
 def load(schema: type[Schema], data: Any) -> dict[str, Any]:
     """Validate `data` with `schema`: the loaded dict, or 400 `bad-input` naming each field."""
     if not isinstance(data, dict):
         raise bad_input({"_body": ["Send a JSON object."]})
     try:
-        return schema().load(data)
+        return _instance(schema).load(data)
     except ValidationError as err:
         raise bad_input(flatten_errors(err.messages)) from None

@@ -14,13 +14,14 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from functools import cache
 from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from flask import current_app
 from jsonpointer import EndOfList, JsonPointer, JsonPointerException
-from sqlalchemy import and_, delete, func, or_, select, tuple_, update
+from sqlalchemy import and_, bindparam, delete, func, or_, select, tuple_, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -313,27 +314,36 @@ def week_of(at: datetime) -> date:
     return day - timedelta(days=day.weekday())
 
 
-def _tally(case: Case, delta: int) -> None:
-    """Move the case's cell of its test set's counts by `delta`, atomically."""
-    values = {
-        "agent_pk": case.agent_pk,
-        "project_id": case.project_id,
-        "week": week_of(case.added_at),
-        "kind": case.kind,
-        "retired": case.retired_at is not None,
-        "expert": bool(case.expert),
-        "n": delta,
-    }
-    if db.session.get_bind().dialect.name == "postgresql":
+TALLY_KEY = ("agent_pk", "project_id", "week", "kind", "retired", "expert")
+
+
+@cache
+def _tally_upsert(dialect: str) -> Any:
+    """`INSERT … ON CONFLICT DO UPDATE SET n = n + :n`, built once per dialect."""
+    if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     else:
         from sqlalchemy.dialects.sqlite import insert
-    stmt = insert(Tally).values(**values)
-    stmt = stmt.on_conflict_do_update(
-        index_elements=["agent_pk", "project_id", "week", "kind", "retired", "expert"],
-        set_={"n": Tally.n + delta},
+    stmt = insert(Tally).values({name: bindparam(name) for name in (*TALLY_KEY, "n")})
+    return stmt.on_conflict_do_update(
+        index_elements=list(TALLY_KEY), set_={"n": Tally.n + stmt.excluded.n}
     )
-    db.session.execute(stmt)
+
+
+def _tally(case: Case, delta: int) -> None:
+    """Move the case's cell of its test set's counts by `delta`, atomically."""
+    db.session.execute(
+        _tally_upsert(db.session.get_bind().dialect.name),
+        {
+            "agent_pk": case.agent_pk,
+            "project_id": case.project_id,
+            "week": week_of(case.added_at),
+            "kind": case.kind,
+            "retired": case.retired_at is not None,
+            "expert": bool(case.expert),
+            "n": delta,
+        },
+    )
 
 
 def rebuild_tallies() -> None:
