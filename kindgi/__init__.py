@@ -30,6 +30,11 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         DB_BUSY_TIMEOUT_MS=5000,
         DB_STATEMENT_TIMEOUT_MS=15000,
         IDEMPOTENCY_LEASE_SECONDS=30,
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        REMEMBER_COOKIE_HTTPONLY=True,
+        REMEMBER_COOKIE_SAMESITE="Lax",
+        PERMANENT_SESSION_LIFETIME=12 * 60 * 60,
     )
     app.config.from_prefixed_env("KINDGI")
     if test_config:

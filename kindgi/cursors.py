@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
@@ -17,6 +18,7 @@ from .errors import bad_input
 
 TTL_SECONDS = 24 * 60 * 60
 MAX_CURSOR_CHARS = 2000
+TOKEN_RE = re.compile(r"[A-Za-z0-9_-]+={0,2}")  # as sealed: base64 would skip anything else
 
 
 def _fernet(secret_key: str) -> Fernet:
@@ -32,7 +34,7 @@ def seal(secret_key: str, binding: dict[str, Any], position: list[Any], now: flo
 
 def unseal(secret_key: str, cursor: str, binding: dict[str, Any], now: float) -> list[Any]:
     """The position a cursor carries, if it was sealed for this very list within the last day."""
-    if len(cursor) > MAX_CURSOR_CHARS:
+    if len(cursor) > MAX_CURSOR_CHARS or not TOKEN_RE.fullmatch(cursor):
         raise bad_input({"cursor": ["Not a cursor of this list."]}, reason="cursor-invalid")
     fernet = _fernet(secret_key)
     try:

@@ -12,7 +12,7 @@ from typing import Any
 from flask import Flask, current_app, g, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException
 
-from .database import db, is_busy
+from .database import db, is_busy, set_writing
 
 log = logging.getLogger("kindgi")
 
@@ -120,7 +120,11 @@ def wants_json() -> bool:
 
 
 def render(err: DomainError):
-    """The response for a domain error: the JSON envelope under /v1, a page elsewhere."""
+    """The response for a domain error: the JSON envelope under /v1, a page elsewhere.
+
+    Rendering only reads (the page may load the signed-in user), so it never waits for the
+    write lock a failed write could not get."""
+    set_writing(False)
     headers = dict(err.headers)
     if err.status == 401 and wants_json():
         headers.setdefault("WWW-Authenticate", "Bearer")

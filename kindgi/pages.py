@@ -40,11 +40,6 @@ CASE_ROWS, ITEM_ROWS = 2, 2  # empty rows offered on a fresh form
 
 def init_app(app: Flask) -> None:
     """Sessions and CSRF for the pages; the bearer-token API needs neither."""
-    app.config.setdefault("SESSION_COOKIE_HTTPONLY", True)
-    app.config.setdefault("SESSION_COOKIE_SAMESITE", "Lax")
-    app.config.setdefault("REMEMBER_COOKIE_HTTPONLY", True)
-    app.config.setdefault("REMEMBER_COOKIE_SAMESITE", "Lax")
-    app.config.setdefault("PERMANENT_SESSION_LIFETIME", timedelta(hours=12))
     login_manager.init_app(app)
     csrf.init_app(app)
     from .api import bp as api_bp
@@ -255,7 +250,7 @@ def new_case(agent_id: str):
     project_id = schemas.load(schemas.TestSetQuery, request.args.to_dict())["projectId"]
     if not service.permissions(current_user, agent_id, project_id)["publish"]:
         abort(403)
-    search = request.values.get("search", "").strip()
+    search = request.values.get("search", "").replace("\x00", "").strip()
     runs = service.list_runs(
         current_user, agent_id, project_id, status="finished", search=search or None, limit=50
     )
@@ -312,7 +307,11 @@ def tokens():
             errors = (err.details or {}).get("fields", {})
             status = 400
     response = render_template(
-        "tokens.html", tokens=service.list_tokens(current_user), created=created, errors=errors
+        "tokens.html",
+        tokens=service.list_tokens(current_user),
+        created=created,
+        errors=errors,
+        now=service.clock(),
     )
     return response, status, {"Cache-Control": "no-store"}
 

@@ -21,6 +21,7 @@ from marshmallow import (
     ValidationError,
     fields,
     post_dump,
+    pre_load,
     validate,
     validates_schema,
 )
@@ -119,11 +120,42 @@ def _nonempty_max(n: int) -> validate.Length:
 # ---------------------------------------------------------------- request bodies
 
 
+def _unstorable(data: Any, path: str = "") -> dict[str, list[str]]:
+    """Text no database can store: NUL characters and lone surrogates, anywhere in `data`."""
+    if isinstance(data, str):
+        try:
+            data.encode("utf-8")
+        except UnicodeEncodeError:
+            return {path or "_body": ["Not valid Unicode text (a lone surrogate)."]}
+        return {path or "_body": ["No NUL characters."]} if "\x00" in data else {}
+    found: dict[str, list[str]] = {}
+    items = (
+        data.items()
+        if isinstance(data, dict)
+        else enumerate(data)
+        if isinstance(data, list)
+        else ()
+    )
+    for key, value in items:
+        where = f"{path}.{key}" if path else str(key)
+        found.update(_unstorable(key, where) if isinstance(key, str) else {})
+        found.update(_unstorable(value, where))
+    return found
+
+
 class StrictSchema(Schema):
-    """Unknown fields are refused, not ignored."""
+    """A request body: unknown fields are refused, not ignored, and so is text no database
+    can store (NUL, lone surrogates) anywhere in it."""
 
     class Meta:
         unknown = RAISE
+
+    @pre_load
+    def _storable(self, data: Any, **_: Any) -> Any:
+        unstorable = _unstorable(data)
+        if unstorable:
+            raise ValidationError(unstorable)
+        return data
 
 
 class CallExpectation(StrictSchema):

@@ -177,10 +177,14 @@ def sign_in(email: str, password: str) -> Principal | None:
 
     At most 10 failures per email in 15 minutes, counted in the database so the limit holds
     across workers and hosts; unknown emails are counted alike, so the limit tells nothing.
+    Each try is recorded as a failure before the (slow) password check, under a lock on that
+    email, so simultaneous guesses can't slip past the limit; a success clears them.
     """
     email = email.strip().lower()
     key = hash_secret("login\0" + email)
     now = clock()
+    if db.session.get_bind().dialect.name == "postgresql":  # SQLite: the write lock serializes
+        db.session.execute(select(func.pg_advisory_xact_lock(func.hashtext(key))))
     failures = db.session.scalar(
         select(func.count()).where(
             LoginFailure.email_key == key, LoginFailure.at > now - LOGIN_WINDOW
@@ -188,19 +192,18 @@ def sign_in(email: str, password: str) -> Principal | None:
     )
     if failures >= LOGIN_MAX_FAILURES:
         raise TooManyAttempts(headers={"Retry-After": str(int(LOGIN_WINDOW.total_seconds()))})
+    db.session.add(LoginFailure(email_key=key, at=now))
+    commit()  # the try is counted, and the lock released, before the password is checked
     user = db.session.scalar(select(User).where(User.email == email))
     try:
         if user is None or not user.password_hash:
             _hasher.verify(_DUMMY_HASH, password)  # same work either way
-        else:
-            _hasher.verify(user.password_hash, password)
-            db.session.execute(delete(LoginFailure).where(LoginFailure.email_key == key))
-            return _principal("user", user.id)
+            return None
+        _hasher.verify(user.password_hash, password)
     except (VerificationError, InvalidHashError):
-        pass
-    db.session.add(LoginFailure(email_key=key, at=now))
-    db.session.flush()
-    return None
+        return None
+    db.session.execute(delete(LoginFailure).where(LoginFailure.email_key == key))
+    return _principal("user", user.id)
 
 
 _DUMMY_HASH = _hasher.hash("not a password anyone has")
