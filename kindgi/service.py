@@ -193,8 +193,10 @@ def sign_in(email: str, password: str) -> Principal | None:
     if failures >= LOGIN_MAX_FAILURES:
         raise TooManyAttempts(headers={"Retry-After": str(int(LOGIN_WINDOW.total_seconds()))})
     db.session.add(LoginFailure(email_key=key, at=now))
-    commit()  # the try is counted, and the lock released, before the password is checked
-    user = db.session.scalar(select(User).where(User.email == email))
+    user = db.session.execute(
+        select(User.id, User.password_hash).where(User.email == email)
+    ).first()
+    commit()  # the try is counted, and the lock released, before the slow password check
     try:
         if user is None or not user.password_hash:
             _hasher.verify(_DUMMY_HASH, password)  # same work either way
