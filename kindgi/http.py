@@ -14,7 +14,7 @@ from flask import Flask, Response, current_app, g, request
 
 from . import service
 from .database import set_writing
-from .errors import DomainError, RequestTooLarge, bad_input, render
+from .errors import DomainError, NotFound, RequestTooLarge, bad_input, render
 
 WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 SECURITY_HEADERS = {
@@ -89,6 +89,8 @@ def register(app: Flask) -> None:
     def _begin() -> None:
         g.request_id = uuid.uuid4().hex
         set_writing(request.method in WRITE_METHODS)
+        if "\x00" in request.path:  # no id has one, and PostgreSQL can't even look one up
+            raise NotFound()
         enforce_body_limit()
 
     @app.after_request

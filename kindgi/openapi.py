@@ -35,7 +35,13 @@ IDEMPOTENCY_KEY = {
     "in": "header",
     "name": "Idempotency-Key",
     "required": False,
-    "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+    "schema": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 255,
+        # printable characters, as a header carries them (Latin-1): no controls, no NBSP or SHY
+        "pattern": "^[\\x20-\\x7e\\xa1-\\xac\\xae-\\xff]+$",
+    },
     "description": "Retries with the same key get the first answer byte for byte "
     "(`Idempotent-Replayed: true`); scoped to the caller, kept 24 hours.",
 }
@@ -194,6 +200,18 @@ OPERATIONS: list[tuple[str, str, str, str, Any, Any, int, Any, tuple[int, ...]]]
         None,
         (),
     ),
+    (
+        "get",
+        "/v1/openapi.json",
+        "openapiDocument",
+        "This document: OpenAPI 3.1, generated from the schemas that validate requests. "
+        "Public: the one route that needs no token.",
+        None,
+        None,
+        200,
+        {"type": "object", "required": ["openapi", "info", "paths"]},
+        (),
+    ),
 ]
 
 
@@ -275,7 +293,20 @@ def _build(title: str) -> dict[str, Any]:
         paths.setdefault(path, {})[method] = _operation(method, path, *rest)
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)
-    return spec.to_dict()
+    return _with_uuid_patterns(spec.to_dict())
+
+
+def _with_uuid_patterns(node: Any) -> Any:
+    """A `format: uuid` string also gets the pattern the app checks, since a validator or a
+    client generator need not know the format (`schemas.UUID_RE`: any case, hyphenated)."""
+    if isinstance(node, list):
+        return [_with_uuid_patterns(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _with_uuid_patterns(v) for k, v in node.items()}
+    if out.get("format") == "uuid" and out.get("type") == "string":
+        out.setdefault("pattern", schemas.UUID_RE.pattern)
+    return out
 
 
 def document(app: Flask) -> dict[str, Any]:

@@ -180,7 +180,7 @@ def sign_in(email: str, password: str) -> Principal | None:
     Each try is recorded as a failure before the (slow) password check, under a lock on that
     email, so simultaneous guesses can't slip past the limit; a success clears them.
     """
-    email = email.strip().lower()
+    email = email.strip().lower().replace("\x00", "")  # no stored email has a NUL
     key = hash_secret("login\0" + email)
     now = clock()
     if db.session.get_bind().dialect.name == "postgresql":  # SQLite: the write lock serializes

@@ -422,3 +422,188 @@ def test_simultaneous_requests_across_worker_processes_make_exactly_one_case(ser
         later = requests.post(server + CASES, data=RAW, headers=headers, timeout=30)
         assert (later.status_code, later.content) == (201, ran["body"])
         assert later.headers["Idempotent-Replayed"] == "true"
+
+
+# ---------------------------------------------------------------- under real load and faults
+
+
+def test_twenty_rounds_of_fifty_simultaneous_same_key_posts_across_workers_make_one_case_each(
+    server,
+):
+    n, rounds = 50, 20
+    listing = f"{server}{CASES}?projectId={P1}&include=retired&limit=100"
+
+    def ids() -> set[str]:
+        resp = requests.get(listing, headers=auth("admin"), timeout=30)
+        assert resp.status_code == 200, resp.text
+        return {case["id"] for case in resp.json()["data"]}
+
+    for round_ in range(rounds):
+        key = f"k-fifty-{round_}-{uuid.uuid4().hex}"
+        headers = {**auth("admin"), "Idempotency-Key": key, "Content-Type": "application/json"}
+        barrier = threading.Barrier(n)
+
+        def send(_, headers=headers, barrier=barrier):
+            barrier.wait(timeout=30)
+            resp = requests.post(server + CASES, data=RAW, headers=headers, timeout=60)
+            return summary(resp.status_code, resp.headers, resp.content)
+
+        before = ids()
+        with ThreadPoolExecutor(n) as pool:
+            answers = list(pool.map(send, range(n), timeout=120))
+        check_simultaneous(answers, ids() - before)
+
+
+STALL_CONFIG = '''
+import os, time
+
+def post_worker_init(worker):
+    """Requests carrying X-Test-Stall hang after their key is claimed, until killed."""
+    app = worker.wsgi
+    original = app.view_functions["api.add_case"]
+
+    def stalling(*args, **kwargs):
+        from flask import request
+        if request.headers.get("X-Test-Stall"):
+            with open(os.environ["KINDGI_TEST_STALL_FILE"], "w") as f:
+                f.write(str(os.getpid()))
+            time.sleep(600)
+        return original(*args, **kwargs)
+
+    app.view_functions["api.add_case"] = stalling
+'''
+
+
+def test_a_claim_left_by_a_killed_worker_is_taken_over_once_its_lease_runs_out(app, tmp_path):
+    import contextlib
+
+    from live import gunicorn
+
+    config, stall_file = tmp_path / "stall.py", tmp_path / "stalled.pid"
+    config.write_text(STALL_CONFIG)
+    lease = 3
+    env = {
+        "GUNICORN_CMD_ARGS": f"--config {config}",
+        "KINDGI_TEST_STALL_FILE": str(stall_file),
+        "KINDGI_IDEMPOTENCY_LEASE_SECONDS": str(lease),
+    }
+    url = app.config["SQLALCHEMY_DATABASE_URI"]
+    with gunicorn(url, tmp_path / "gunicorn.log", **env) as base:
+        headers = {
+            **auth("admin"),
+            "Idempotency-Key": "k-killed",
+            "Content-Type": "application/json",
+        }
+        before = {
+            c["id"]
+            for c in requests.get(
+                f"{base}{CASES}?projectId={P1}&limit=100", headers=auth("admin"), timeout=10
+            ).json()["data"]
+        }
+
+        def first() -> None:
+            with contextlib.suppress(requests.RequestException):  # its worker dies under it
+                requests.post(base + CASES, data=RAW, headers={**headers, "X-Test-Stall": "1"},
+                              timeout=60)  # fmt: skip
+
+        thread = threading.Thread(target=first)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not stall_file.exists() or not stall_file.read_text():
+            assert time.monotonic() < deadline, "the first request never started"
+            time.sleep(0.05)
+        claimed = time.monotonic()
+        busy = requests.post(base + CASES, data=RAW, headers=headers, timeout=30)
+        assert busy.status_code == 409, busy.text
+        assert busy.json()["error"]["code"] == "idempotency-key-in-flight"
+        assert busy.headers["Retry-After"].isdigit()
+
+        os.kill(int(stall_file.read_text()), signal.SIGKILL)
+        thread.join(30)
+        if time.monotonic() - claimed < lease - 0.5:  # the dead claim still holds its lease
+            held = requests.post(base + CASES, data=RAW, headers=headers, timeout=30)
+            assert held.status_code == 409, held.text
+
+        time.sleep(max(0.0, lease + 0.5 - (time.monotonic() - claimed)))
+        taken = requests.post(base + CASES, data=RAW, headers=headers, timeout=30)
+        assert taken.status_code == 201, taken.text
+        assert "Idempotent-Replayed" not in taken.headers
+        again = requests.post(base + CASES, data=RAW, headers=headers, timeout=30)
+        assert (again.status_code, again.content) == (201, taken.content)
+        assert again.headers["Idempotent-Replayed"] == "true"
+        after = {
+            c["id"]
+            for c in requests.get(
+                f"{base}{CASES}?projectId={P1}&limit=100", headers=auth("admin"), timeout=10
+            ).json()["data"]
+        }
+        assert after - before == {taken.json()["id"]}  # the killed request left nothing behind
+
+
+def test_a_handler_that_raises_releases_its_key_and_changes_nothing(app, api):
+    original = app.view_functions["api.add_case"]
+
+    def raising(*args, **kwargs):
+        original(*args, **kwargs)  # the case is made, then the handler fails
+        raise RuntimeError("the handler broke after its change")
+
+    app.view_functions["api.add_case"] = raising
+    before = snapshot_db(app)
+    resp = post_case(api, "k-raises")
+    assert resp.status_code == 500, resp.get_data(as_text=True)[:300]
+    assert error_of(resp)["code"] == "internal"
+    assert "RuntimeError" not in resp.get_data(as_text=True)
+    assert snapshot_db(app) == before  # no case, no count, and no claim left on the key
+
+    app.view_functions["api.add_case"] = original
+    retry = post_case(api, "k-raises")
+    assert retry.status_code == 201, retry.get_json()
+    assert "Idempotent-Replayed" not in retry.headers
+    assert_replay(retry, post_case(api, "k-raises"))
+
+
+def test_simultaneous_token_posts_with_one_key_make_one_token_whose_secret_is_kept_nowhere(
+    app, tmp_path
+):
+    from live import gunicorn
+
+    log = tmp_path / "gunicorn.log"
+    env = {"GUNICORN_CMD_ARGS": "--access-logfile - --log-level debug"}
+    with gunicorn(app.config["SQLALCHEMY_DATABASE_URI"], log, **env) as base:
+        tokens_before = len(requests.get(base + "/v1/tokens", headers=auth("admin"),
+                                         timeout=10).json()["data"])  # fmt: skip
+        n = 20
+        barrier = threading.Barrier(n)
+        headers = {**auth("admin"), "Idempotency-Key": "k-token-race"}
+
+        def send(_):
+            barrier.wait(timeout=30)
+            resp = requests.post(base + "/v1/tokens", json={"name": "race"}, headers=headers,
+                                 timeout=60)  # fmt: skip
+            return resp.status_code, resp.json()
+
+        with ThreadPoolExecutor(n) as pool:
+            answers = list(pool.map(send, range(n), timeout=120))
+        made = [body for status, body in answers if status == 201]
+        assert len(made) == 1, answers
+        for status, body in answers:
+            if status != 201:
+                assert status == 409, body
+                assert body["error"]["code"] in (
+                    "idempotency-key-in-flight",
+                    "idempotency-key-replay-withheld",
+                )
+                assert "kgi_" not in json.dumps(body)
+        later = requests.post(base + "/v1/tokens", json={"name": "race"}, headers=headers,
+                              timeout=30)  # fmt: skip
+        assert later.status_code == 409
+        assert later.json()["error"]["code"] == "idempotency-key-replay-withheld"
+        assert later.json()["error"]["details"]["status"] == 201
+        listed = requests.get(base + "/v1/tokens", headers=auth("admin"), timeout=10).json()
+        assert len(listed["data"]) == tokens_before + 1
+
+    secret = made[0]["secret"]
+    assert "POST /v1/tokens" in log.read_text()  # the access log was on
+    for where in (repr(snapshot_db(app)), log.read_text()):
+        assert secret not in where
+        assert secret[len("kgi_") :] not in where

@@ -1,0 +1,786 @@
+"""Kindgi's benchmark: the API at 1,000, 100,000 and 1,000,000 cases, against the raw limit.
+
+    .venv/bin/python bench/run.py             the full run (about 7 minutes): bench/results.md
+    .venv/bin/python bench/run.py --smoke     1,000 cases, a second a figure (the CI test)
+
+For each engine (SQLite, then PostgreSQL) it builds one database per size with `flask kindgi demo
+--cases N` (timed), serves each with gunicorn (2 sync workers) and, beside it, the raw app
+(bench/raw_app.py: Flask and the driver alone, the practical limit on this machine). wrk, a
+second process on loopback with 2 threads and 8 connections, then drives every measure against
+every size in turn, so the sizes a bar compares are measured minutes apart at most, under the
+same conditions. Adding cases runs last, since it grows the sets. Each worker's peak RSS is its
+kernel high-water mark (VmHWM). The table, the bars and every command go to stdout and to the
+results file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+sys.path.insert(0, str(ROOT))
+
+from kindgi import demo  # noqa: E402  (the demo's agent and project ids)
+
+SIZES = (1_000, 100_000, 1_000_000)
+DEEP = 40_000  # how deep the deep page's cursor is, where the set has that many cases
+AGENT = demo.AGENTS[0][0]
+PROJECT = demo.PROJECTS[0][0]
+SECRET = "kindgi-bench-secret"  # the same in both workers, so cursors work across them
+POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
+CONNECTIONS, THREADS, WORKERS = 8, 2, 2
+HAND_CASE = {
+    "decisions": "wrong",
+    "shouldCall": [{"tool": "lookup", "args": {"q": "notice period"}}],
+    "mustNotCall": ["send_email"],
+}
+
+# The measures driven by wrk, in the order they run (adding cases last: it grows the sets).
+FIRST, DEEP_PAGE, COUNTS, ONE, HTML, RAW, ADD = (
+    "list first page (25)",
+    "list deep page (25)",
+    "counts",
+    "one case",
+    "HTML cases page",
+    "raw baseline: first page",
+    "add a hand case",
+)
+MEASURES = (FIRST, DEEP_PAGE, COUNTS, ONE, HTML, RAW, ADD)
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- what is measured
+
+
+@dataclass
+class Figure:
+    """One measured figure and the command that produced it."""
+
+    engine: str
+    what: str
+    cases: int
+    command: str
+    rps: float | None = None
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    errors: int | None = None
+    cpu_ms: float | None = None  # the server's workers' CPU time per request
+    value: float | None = None  # seconds (a build) or MB (peak RSS)
+    unit: str = ""
+    note: str = ""
+    rounds: int = 1
+
+
+@dataclass
+class Results:
+    figures: list[Figure] = field(default_factory=list)
+    servers: list[str] = field(default_factory=list)  # the commands that served the figures
+
+    def get(self, engine: str, what: str, cases: int) -> Figure | None:
+        for f in self.figures:
+            if (f.engine, f.what, f.cases) == (engine, what, cases):
+                return f
+        return None
+
+
+# ---------------------------------------------------------------- databases
+
+
+class Database:
+    """One size's database: a SQLite file in the work folder, or a PostgreSQL database."""
+
+    def __init__(self, engine: str, cases: int, workdir: Path, server: str, prefix: str) -> None:
+        self.engine, self.cases = engine, cases
+        if engine == "sqlite":
+            self.path = workdir / f"kindgi-{cases}.sqlite"
+            self.url = f"sqlite:///{self.path}"
+            self.raw = str(self.path)
+            self.file = str(
+                self.path.relative_to(ROOT) if self.path.is_relative_to(ROOT) else self.path
+            )
+            self.shown = f"sqlite:///{self.file}"
+        else:
+            self.server = server.replace("postgresql+psycopg://", "postgresql://")
+            self.name = f"{prefix}_{cases}"
+            self.raw = re.sub(r"/[^/]*$", f"/{self.name}", self.server)
+            self.url = self.raw.replace("postgresql://", "postgresql+psycopg://", 1)
+            self.shown = self.url
+
+    def create(self) -> None:
+        """An empty database (the demo command makes the schema)."""
+        if self.engine == "sqlite":
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            return
+        self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+        self._admin(f'CREATE DATABASE "{self.name}"')
+
+    def settle(self) -> None:
+        """On PostgreSQL, vacuum and analyze the fresh tables now, as autovacuum would soon:
+        otherwise it would do so in the middle of the measures."""
+        if self.engine == "postgresql":
+            import psycopg
+
+            with psycopg.connect(self.raw, autocommit=True) as conn:
+                conn.execute("VACUUM (ANALYZE)")
+
+    def drop(self) -> None:
+        if self.engine == "sqlite":
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+        else:
+            self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+    def _admin(self, sql: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.server, autocommit=True) as conn:
+            conn.execute(sql)
+
+
+def build(db: Database, results: Results) -> dict[str, str]:
+    """Load the demo world of `db.cases` cases, timed; the demo's credentials."""
+    db.create()
+    command = [sys.executable, "-m", "flask", "--app", "app", "kindgi", "demo"]
+    command += ["--cases", str(db.cases), "--json"]
+    env = {**os.environ, "KINDGI_SQLALCHEMY_DATABASE_URI": db.url, "KINDGI_SECRET_KEY": SECRET}
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    seconds = time.monotonic() - started
+    if done.returncode != 0:
+        raise SystemExit(f"the demo of {db.cases} cases failed:\n{done.stderr}")
+    shown = f"KINDGI_SQLALCHEMY_DATABASE_URI={db.shown} flask --app app kindgi demo"
+    results.figures.append(
+        Figure(
+            db.engine,
+            "build: kindgi demo",
+            db.cases,
+            f"time {shown} --cases {db.cases} --json",
+            value=seconds,
+            unit="s",
+        )
+    )
+    log(f"{db.engine}: {db.cases:,} cases built in {seconds:.1f} s")
+    db.settle()
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------- servers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """gunicorn with 2 sync workers, started and stopped by the bench (by its process id)."""
+
+    def __init__(self, app: str, env: dict[str, str], shown: str, logdir: Path, name: str):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        args = ["--workers", str(WORKERS), "--bind", f"127.0.0.1:{self.port}"]
+        args += ["--log-level", "warning", "--timeout", "60"]
+        if app == "raw_app:app":
+            args += ["--chdir", str(BENCH)]
+        self.command = f"{shown} gunicorn {' '.join(args)} {app}".replace(str(BENCH), "bench")
+        self.log = logdir / f"{name}.log"
+        with self.log.open("w") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "gunicorn", *args, app],
+                cwd=ROOT,
+                env={**os.environ, **env},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def wait(self, path: str) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"{self.command} exited:\n{self.log.read_text()}")
+            with suppress(requests.RequestException):
+                if requests.get(self.base + path, timeout=5).status_code == 200:
+                    return
+            time.sleep(0.2)
+        raise SystemExit(f"{self.command} did not answer {path} in 60 s")
+
+    def workers(self) -> list[int]:
+        """The arbiter's children: its workers."""
+        pids = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with suppress(OSError):
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                if int(fields[1]) == self.proc.pid:
+                    pids.append(int(stat.parent.name))
+        return sorted(pids)
+
+    def cpu_seconds(self) -> float:
+        """The CPU time (user and system) its workers have used so far."""
+        total = 0
+        for pid in self.workers():
+            with suppress(OSError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += int(fields[11]) + int(fields[12])  # utime, stime
+        return total / os.sysconf("SC_CLK_TCK")
+
+    def peak_rss_mb(self) -> float:
+        """The largest peak RSS (VmHWM) among the workers, in MB."""
+        peaks = [0.0]
+        for pid in self.workers():
+            with suppress(OSError):
+                status = Path(f"/proc/{pid}/status").read_text()
+                peaks.append(int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) / 1024)
+        return max(peaks)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@contextmanager
+def serving(servers: list[Server]) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        for server in servers:
+            server.stop()
+
+
+# ---------------------------------------------------------------- load generation
+
+
+def wrk(url: str, headers: dict[str, str], seconds: int, post: str | None = None) -> dict[str, Any]:
+    """One wrk run; its results as the Lua script prints them."""
+    command = ["wrk", f"-t{THREADS}", f"-c{CONNECTIONS}", f"-d{seconds}s", "--timeout", "10s"]
+    command += ["-s", str(BENCH / "wrk.lua")]
+    for name, value in headers.items():
+        command += ["-H", f"{name}: {value}"]
+    command.append(url)
+    if post is not None:
+        command += ["--", "post", post, f"{time.time_ns()}"]
+    done = subprocess.run(
+        command, capture_output=True, text=True, check=False, timeout=seconds + 60
+    )
+    line = next((x for x in done.stdout.splitlines() if x.startswith("BENCH_JSON ")), None)
+    if done.returncode != 0 or line is None:
+        raise SystemExit(f"wrk failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return json.loads(line.removeprefix("BENCH_JSON "))
+
+
+def wrk_shown(url: str, headers: dict[str, str], seconds: int, post: str | None) -> str:
+    """The wrk command as the results show it: secrets and long values by name."""
+    parts = [f"wrk -t{THREADS} -c{CONNECTIONS} -d{seconds}s --timeout 10s -s bench/wrk.lua"]
+    parts += [f"-H '{name}: {value}'" for name, value in headers.items()]
+    parts.append(f"'{url}'")
+    if post is not None:
+        parts.append(f"-- post '{post}' $NONCE")
+    return " ".join(parts)
+
+
+def ensure_wrk() -> None:
+    """wrk is Debian's package; install it where it is missing and we may (as in CI)."""
+    if shutil.which("wrk"):
+        return
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        log("wrk is missing: installing Debian's package")
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], check=False, env=env)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "wrk"], check=True, env=env)
+    if not shutil.which("wrk"):
+        raise SystemExit("the bench needs wrk: apt-get install wrk")
+
+
+# ---------------------------------------------------------------- one size, ready to drive
+
+
+@dataclass
+class Target:
+    """What the measures of one size need: its servers, credentials and requests."""
+
+    db: Database
+    app: Server
+    raw: Server
+    requests: dict[str, tuple[str, dict[str, str], str | None]] = field(default_factory=dict)
+    shown: dict[str, str] = field(default_factory=dict)  # secrets named, e.g. $TOKEN
+    depth: int = 0
+
+
+def prepare(target: Target, creds: dict[str, str]) -> None:
+    """Sign in, walk to a deep cursor, pick a case and a run: every request of every measure."""
+    base, token = target.app.base, creds["token"]
+    auth = {"Authorization": f"Bearer {token}"}
+    v1 = f"{base}/v1/agents/{AGENT}"
+    cases = f"{v1}/test-set/cases?projectId={PROJECT}"
+    http = requests.Session()
+
+    def get(url: str) -> Any:
+        resp = http.get(url, headers=auth, timeout=60)
+        resp.raise_for_status()
+        return resp.json()
+
+    active = get(f"{v1}/test-set?projectId={PROJECT}")["cases"]["active"]
+    depth = min(DEEP, (active - 100) // 100 * 100)
+    cursor, walked, started = None, 0, time.monotonic()
+    while walked < depth:
+        page = get(cases + "&limit=100" + (f"&cursor={cursor}" if cursor else ""))
+        cursor, walked = page["nextCursor"], walked + len(page["data"])
+    log(
+        f"{target.db.engine} {target.db.cases:,}: a cursor {walked:,} deep, walked in "
+        f"{time.monotonic() - started:.1f} s"
+    )
+    deep_url = cases + (f"&cursor={cursor}" if cursor else "")
+    case_id = get(deep_url)["data"][0]["id"]
+    run = get(f"{v1}/runs?projectId={PROJECT}&status=finished&limit=1")["data"][0]["id"]
+
+    login = http.get(f"{base}/login", timeout=30)
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', login.text).group(1)
+    signed_in = http.post(
+        f"{base}/login",
+        data={"csrf_token": csrf, "email": creds["email"], "password": creds["password"]},
+        allow_redirects=False,
+        timeout=30,
+    )
+    if signed_in.status_code != 302:
+        raise SystemExit(f"signing in failed: {signed_in.status_code}")
+    cookie = f"session={http.cookies['session']}"
+
+    body = json.dumps({"runId": run, **HAND_CASE}, separators=(",", ":"))
+    target.depth = walked
+    target.requests = {
+        FIRST: (cases, auth, None),
+        DEEP_PAGE: (deep_url, auth, None),
+        COUNTS: (f"{v1}/test-set?projectId={PROJECT}", auth, None),
+        ONE: (f"{v1}/test-set/cases/{case_id}", auth, None),
+        HTML: (
+            f"{base}/agents/{AGENT}/test-set/cases?projectId={PROJECT}",
+            {"Cookie": cookie},
+            None,
+        ),
+        RAW: (f"{target.raw.base}/cases?agent=1&project={PROJECT}", {}, None),
+        ADD: (f"{v1}/test-set/cases", auth, body),
+    }
+    target.shown = {token: "$TOKEN", cookie: "session=$SESSION"}
+    if cursor:
+        target.shown[cursor] = "$CURSOR"
+
+
+def measure(target: Target, what: str, seconds: int, warmup: int) -> dict[str, Any]:
+    """One round of one measure against one size: wrk's results, and the CPU time the server's
+    workers spent on it (which other load on the machine does not inflate)."""
+    url, headers, post = target.requests[what]
+    server = target.raw if what == RAW else target.app
+    if warmup:
+        wrk(url, headers, warmup, post)
+    cpu = server.cpu_seconds()
+    got = wrk(url, headers, seconds, post)
+    got["cpu_s"] = server.cpu_seconds() - cpu
+    log(
+        f"{target.db.engine} {target.db.cases:>9,} {what:<26} "
+        f"{got['requests'] / (got['duration_us'] / 1e6):7.1f} req/s  "
+        f"p50 {got['p50_us'] / 1000:6.1f} ms  p99 {got['p99_us'] / 1000:6.1f} ms"
+    )
+    return got
+
+
+def percentiles(rounds: list[dict[str, Any]], *ps: float) -> list[float]:
+    """Latency percentiles (ms) of all the rounds' requests together, from wrk's histograms."""
+    seen: Counter[int] = Counter()
+    for r in rounds:
+        for pair in filter(None, r["hist"].split(",")):
+            value, count = pair.split(":")
+            seen[int(value)] += int(count)
+    total, out = sum(seen.values()), []
+    for p in ps:
+        rank, running = p / 100 * total, 0
+        for value in sorted(seen):
+            running += seen[value]
+            if running >= rank:
+                out.append(value / 1000)
+                break
+        else:
+            out.append(float("nan"))
+    return out
+
+
+def figure(
+    target: Target, what: str, rounds: list[dict[str, Any]], args: Any, results: Results
+) -> None:
+    """A measure's figure from its rounds: all their requests over all their time, latency
+    percentiles of all their requests, every error, and the server's CPU per request."""
+    url, headers, post = target.requests[what]
+    shown = wrk_shown(url, headers, args.seconds, post)
+    for secret, name in target.shown.items():
+        shown = shown.replace(secret, name)
+    server = target.raw if what == RAW else target.app
+    shown = shown.replace(server.base, f"http://127.0.0.1:$PORT_{server_no(results, server)}")
+    requests_ = sum(r["requests"] for r in rounds)
+    p50, p99 = percentiles(rounds, 50, 99)
+    fig = Figure(
+        target.db.engine,
+        what,
+        target.db.cases,
+        shown,
+        rps=requests_ / (sum(r["duration_us"] for r in rounds) / 1e6),
+        p50_ms=p50,
+        p99_ms=p99,
+        errors=sum(r[k] for r in rounds for k in ("connect", "read", "write", "status", "timeout")),
+        cpu_ms=1000 * sum(r["cpu_s"] for r in rounds) / max(requests_, 1),
+        note=f"cursor {target.depth:,} deep" if what == DEEP_PAGE else "",
+        rounds=len(rounds),
+    )
+    results.figures.append(fig)
+
+
+def server_no(results: Results, server: Server) -> int:
+    """The server's number in the results' list of server commands (S1, S2, …)."""
+    return results.servers.index(server.command) + 1
+
+
+# ---------------------------------------------------------------- one engine
+
+
+def run_engine(engine: str, args: argparse.Namespace, results: Results) -> None:
+    """Build every size, serve them all, then drive each measure against each size in turn,
+    round after round."""
+    prefix = f"kindgi_bench{'_smoke' if args.smoke else ''}_{os.getpid()}"
+    dbs = [Database(engine, n, args.workdir, args.postgres, prefix) for n in args.sizes]
+    creds = {db.cases: build(db, results) for db in dbs}
+    targets: list[Target] = []
+    servers: list[Server] = []
+    try:
+        with serving(servers):
+            for db in dbs:
+                env = {"KINDGI_SQLALCHEMY_DATABASE_URI": db.url, "KINDGI_SECRET_KEY": SECRET}
+                name = f"{engine}-{db.cases}"
+                app = Server(
+                    "app:app",
+                    env,
+                    f"KINDGI_SQLALCHEMY_DATABASE_URI={db.shown}",
+                    args.workdir,
+                    name,
+                )
+                raw_shown = db.shown if engine == "postgresql" else db.file
+                raw = Server(
+                    "raw_app:app",
+                    {"RAW_DATABASE": db.raw},
+                    f"RAW_DATABASE={raw_shown.replace('+psycopg', '')}",
+                    args.workdir,
+                    name + "-raw",
+                )
+                servers += [app, raw]
+                results.servers += [app.command, raw.command]
+                targets.append(Target(db, app, raw))
+            for target in targets:
+                target.app.wait("/v1/openapi.json")
+                target.raw.wait(f"/cases?agent=1&project={PROJECT}")
+                prepare(target, creds[target.db.cases])
+            rounds: dict[tuple[str, int], list[dict[str, Any]]] = {}
+            for group in (MEASURES[:-1], MEASURES[-1:]):  # adding cases last: it grows the sets
+                for n in range(args.rounds):
+                    for what in group:
+                        for target in targets:
+                            got = measure(target, what, args.seconds, 0 if n else args.warmup)
+                            rounds.setdefault((what, target.db.cases), []).append(got)
+            for what in MEASURES:
+                for target in targets:
+                    figure(target, what, rounds[(what, target.db.cases)], args, results)
+            for target in targets:
+                results.figures.append(
+                    Figure(
+                        engine,
+                        "peak RSS per worker",
+                        target.db.cases,
+                        f"grep VmHWM /proc/$WORKER/status  (each worker of "
+                        f"S{server_no(results, target.app)}, after all its measures)",
+                        value=target.app.peak_rss_mb(),
+                        unit="MB",
+                    )
+                )
+    finally:
+        if not args.keep:
+            for db in dbs:
+                with suppress(Exception):
+                    db.drop()
+
+
+# ---------------------------------------------------------------- the bars
+
+
+@dataclass
+class Bar:
+    text: str
+    need: str
+    values: dict[str, tuple[str, bool]]  # engine → (what was measured, met)
+
+
+def judge(results: Results, engines: list[str], sizes: list[int]) -> list[Bar]:
+    """The issue's bars, each measured within this run."""
+    if not ({1_000, 1_000_000} <= set(sizes)):
+        return []
+    small, big = 1_000, 1_000_000
+    bars = []
+
+    def ratio(text: str, a: tuple[str, int], b: tuple[str, int], need: float) -> None:
+        values = {}
+        for engine in engines:
+            fa, fb = results.get(engine, *a), results.get(engine, *b)
+            if fa and fb and fb.rps:
+                r = fa.rps / fb.rps
+                by_cpu = fb.cpu_ms / fa.cpu_ms if fa.cpu_ms else float("nan")
+                values[engine] = (
+                    f"{r:.2f} ({fa.rps:,.0f} ÷ {fb.rps:,.0f} req/s; by server CPU {by_cpu:.2f})",
+                    r >= need,
+                )
+        bars.append(Bar(text, f"≥ {need}", values))
+
+    ratio("list first page: at 1M ÷ at 1k", (FIRST, big), (FIRST, small), 0.9)
+    ratio("list deep page ÷ first page, at 1M", (DEEP_PAGE, big), (FIRST, big), 0.9)
+    ratio("counts: at 1M ÷ at 1k", (COUNTS, big), (COUNTS, small), 0.9)
+    for n in sizes:
+        ratio(f"list first page ÷ raw baseline, at {n:,}", (FIRST, n), (RAW, n), 0.5)
+    values = {}
+    for engine in engines:
+        figs = [results.get(engine, ADD, n) for n in sizes]
+        if all(figs):
+            slowest = min(figs, key=lambda f: f.rps)
+            errors = sum(f.errors for f in figs)
+            values[engine] = (
+                f"{slowest.rps:,.0f} req/s at worst, {errors} errors",
+                slowest.rps >= 300 and errors == 0,
+            )
+    bars.append(Bar("add a hand case (Idempotency-Key), every size", "≥ 300/s, 0 errors", values))
+    for what, unit, limit, text in (
+        ("peak RSS per worker", "MB", 150, "peak RSS per worker at 1M"),
+        ("build: kindgi demo", "s", 60, "kindgi demo --cases 1000000"),
+    ):
+        values = {}
+        for engine in engines:
+            f = results.get(engine, what, big)
+            if f:
+                values[engine] = (f"{f.value:.1f} {unit}", f.value <= limit)
+        bars.append(Bar(text, f"≤ {limit} {unit}", values))
+    errors = {
+        engine: sum(f.errors or 0 for f in results.figures if f.engine == engine)
+        for engine in engines
+    }
+    bars.append(
+        Bar(
+            "errors in all requests of the run",
+            "0",
+            {engine: (str(n), n == 0) for engine, n in errors.items()},
+        )
+    )
+    return bars
+
+
+# ---------------------------------------------------------------- the report
+
+
+def machine(engines: list[str], server: str) -> list[str]:
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    mem = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1))
+    wrk_v = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout.split("\n")[0]
+    import gunicorn
+
+    lines = [
+        f"{os.cpu_count()} cores ({cpu}), {mem / 1024 / 1024:.0f} GiB, {platform.platform()}",
+        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+        f"gunicorn {gunicorn.__version__}, {wrk_v.split(' [')[0]}",
+    ]
+    if "postgresql" in engines:
+        import psycopg
+
+        with psycopg.connect(server.replace("+psycopg", "")) as conn:
+            version = conn.execute("SHOW server_version").fetchone()[0]
+        lines[-1] += f", PostgreSQL {version.split()[0]}"
+    return lines
+
+
+def render(results: Results, bars: list[Bar], meta: dict[str, Any]) -> str:
+    engines = meta["engines"]
+    name = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
+    out = ["# Kindgi benchmarks", ""]
+    out += [
+        f"Run {meta['started']} UTC with `{meta['command']}`, in {meta['took']:.0f} s.",
+        "",
+        "Machine: " + "; ".join(meta["machine"]) + ".",
+        f"Load average (1 min) {meta['load'][0]:.2f} at the start, {meta['load'][1]:.2f} at the "
+        "end.",
+        "",
+        f"Each figure: wrk from a second process on loopback, {THREADS} threads, {CONNECTIONS} "
+        f"connections, against gunicorn with {WORKERS} sync workers; {meta['rounds']} round(s) "
+        f"of {meta['seconds']} s after a {meta['warmup']} s warm-up. In each round every measure "
+        "ran against every size in turn (adding cases after all the reads, since it grows the "
+        "sets), so a passing disturbance falls on the sizes alike. req/s is all requests over "
+        "all rounds' time; p50 and p99 are of all their requests (wrk's histograms merged); "
+        "server CPU is what the server's workers used per request (from /proc), which other "
+        f"load on the machine does not inflate. Agent `{AGENT}`, project `{PROJECT}` (a third "
+        "of the cases).",
+        "",
+    ]
+    if bars:
+        out += ["## The bars", "", "| bar | needed | " + " | ".join(name[e] for e in engines)]
+        out[-1] += " |"
+        out.append("| --- | --- |" + " --- |" * len(engines))
+        for bar in bars:
+            cells = []
+            for engine in engines:
+                got = bar.values.get(engine)
+                cells.append("—" if got is None else f"{'✅' if got[1] else '❌ MISSED'} {got[0]}")
+            out.append(f"| {bar.text} | {bar.need} | " + " | ".join(cells) + " |")
+        out += [
+            "",
+            'Ratios are judged on req/s. "By server CPU" is the same ratio from the workers\' '
+            "CPU time per request, which other load on the machine does not move: where the two "
+            "disagree, the machine was disturbed during the run.",
+            "",
+        ]
+    else:
+        out += ["The bars are judged only on a full run (1,000 and 1,000,000 cases).", ""]
+    number = 0
+    commands: list[str] = []
+    for engine in engines:
+        out += [f"## {name[engine]}", ""]
+        out += [
+            "| measure | cases | req/s | p50 ms | p99 ms | errors | server CPU ms/req | command |"
+        ]
+        out += ["| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+        for what in MEASURES:
+            for f in results.figures:
+                if f.engine == engine and f.what == what:
+                    number += 1
+                    times = f" ({f.rounds} rounds)" if f.rounds > 1 else ""
+                    commands.append(f"- **W{number}** `{f.command}`{times}")
+                    label = f"{what}, {f.note}" if f.note else what
+                    out.append(
+                        f"| {label} | {f.cases:,} | {f.rps:,.0f} | {f.p50_ms:.1f} | "
+                        f"{f.p99_ms:.1f} | {f.errors} | {f.cpu_ms:.2f} | W{number} |"
+                    )
+        out += ["", "| measure | cases | value | command |", "| --- | ---: | ---: | --- |"]
+        for f in results.figures:
+            if f.engine == engine and f.value is not None:
+                number += 1
+                commands.append(f"- **W{number}** `{f.command}`")
+                out.append(f"| {f.what} | {f.cases:,} | {f.value:.1f} {f.unit} | W{number} |")
+        out.append("")
+    out += ["## Commands", ""]
+    out += [
+        "Run from the repository root with `.venv/bin` on the PATH; each server got "
+        f"`KINDGI_SECRET_KEY` too. `$TOKEN`, `$SESSION` (the session cookie after signing in at "
+        f"/login) and `$CURSOR` (walked {DEEP:,} cases deep, 100 a page, or as deep as the set "
+        "allows) come from the demo's credentials; `$NONCE` is new for each wrk run, and each "
+        "request adds its own number, so every Idempotency-Key is fresh. `$PORT_n` is server "
+        "Sn's port."
+        + (
+            " Each PostgreSQL database had `VACUUM (ANALYZE)` after its build (not timed), as "
+            "autovacuum would soon have done, so that it does not run during the measures."
+            if "postgresql" in engines
+            else ""
+        ),
+        "",
+    ]
+    out += [f"- **S{i}** `{cmd}`" for i, cmd in enumerate(results.servers, 1)]
+    out += ["", *commands, ""]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="1,000 cases, 1 s a figure")
+    parser.add_argument("--engines", default="sqlite,postgresql", help="sqlite,postgresql")
+    parser.add_argument("--postgres", default=POSTGRES, help="a PostgreSQL server's URL")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    parser.add_argument("--seconds", type=int, default=1, help="wrk's time for each round")
+    parser.add_argument("--rounds", type=int, default=6, help="rounds of every measure")
+    parser.add_argument("--warmup", type=int, default=1, help="wrk's warm-up before the first")
+    parser.add_argument("--out", type=Path, default=BENCH / "results.md")
+    parser.add_argument("--workdir", type=Path, default=BENCH / "out")
+    parser.add_argument("--keep", action="store_true", help="keep the databases")
+    args = parser.parse_args(argv)
+    # Stopped by SIGTERM or Ctrl-C (even where a shell started it with SIGINT ignored), it still
+    # stops its servers and drops its databases on the way out.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if args.smoke:
+        args.sizes, args.seconds, args.rounds, args.warmup = "1000", 1, 1, 0
+    args.sizes = [int(n) for n in args.sizes.split(",")]
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    ensure_wrk()
+
+    started, clock = datetime.now(UTC), time.monotonic()
+    load_start = os.getloadavg()[0]
+    log(f"load average {os.getloadavg()}; engines {engines}; sizes {args.sizes}")
+    results = Results()
+    for engine in engines:
+        run_engine(engine, args, results)
+    bars = judge(results, engines, args.sizes)
+    command = "python bench/run.py" + (" --smoke" if args.smoke else "")
+    if argv:
+        command = "python bench/run.py " + " ".join(argv)
+    meta = {
+        "engines": engines,
+        "started": started.strftime("%Y-%m-%d %H:%M"),
+        "command": command,
+        "took": time.monotonic() - clock,
+        "machine": machine(engines, args.postgres),
+        "load": (load_start, os.getloadavg()[0]),
+        "seconds": args.seconds,
+        "rounds": args.rounds,
+        "warmup": args.warmup,
+    }
+    report = render(results, bars, meta)
+    print(report)
+    args.out.write_text(report)
+    log(f"wrote {args.out}")
+    missed = [b.text for b in bars for got in b.values.values() if not got[1]]
+    errors = sum(f.errors or 0 for f in results.figures)
+    if missed or errors:
+        log(f"missed: {missed}; errors: {errors}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,45 @@
+"""The benchmark's smoke run, so it cannot rot: `bench/run.py --smoke` end to end, small and fast.
+
+It builds a 1,000-case demo, serves it with gunicorn beside the raw app, drives every measure with
+wrk for a second and writes the table; on the engine the suite runs on (PostgreSQL when
+KINDGI_TEST_DATABASE_URL names a server). The full benchmark is not a test: see the README.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MEASURES = (
+    "list first page (25)",
+    "list deep page (25)",
+    "counts",
+    "one case",
+    "HTML cases page",
+    "raw baseline: first page",
+    "add a hand case",
+    "build: kindgi demo",
+    "peak RSS per worker",
+)
+
+
+def test_the_bench_smoke_run_writes_a_table_of_every_measure(tmp_path):
+    server = os.environ.get("KINDGI_TEST_DATABASE_URL", "")
+    engine = "postgresql" if server.startswith("postgresql") else "sqlite"
+    out = tmp_path / "results.md"
+    command = [sys.executable, "bench/run.py", "--smoke", "--engines", engine]
+    command += ["--out", str(out), "--workdir", str(tmp_path)]
+    if engine == "postgresql":
+        command += ["--postgres", server]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-4000:]
+    table = out.read_text()
+    assert table.strip() in done.stdout  # printed as well as written
+    for measure in MEASURES:
+        rows = [line for line in table.splitlines() if line.startswith(f"| {measure}")]
+        assert rows, f"no row for {measure}:\n{table}"
+        assert "| 1,000 |" in rows[0], rows[0]
+    assert "| errors |" in table and "## Commands" in table
