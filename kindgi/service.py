@@ -335,8 +335,9 @@ def _tally_upsert(dialect: str) -> Any:
     )
 
 
-def _tally(case: Case, delta: int) -> None:
-    """Move the case's cell of its test set's counts by `delta`, atomically."""
+def _tally(case: Case, delta: int, retired: bool | None = None) -> None:
+    """Move the case's cell of its test set's counts by `delta`, atomically (the cell of its
+    retired state, unless `retired` names the other)."""
     db.session.execute(
         _tally_upsert(db.session.get_bind().dialect.name),
         {
@@ -344,11 +345,18 @@ def _tally(case: Case, delta: int) -> None:
             "project_id": case.project_id,
             "week": week_of(case.added_at),
             "kind": case.kind,
-            "retired": case.retired_at is not None,
+            "retired": case.retired_at is not None if retired is None else retired,
             "expert": bool(case.expert),
             "n": delta,
         },
     )
+
+
+def _tally_retirement(case: Case, retiring: bool) -> None:
+    """Move one count between the active and the retired cell, always the active cell first,
+    so a retire and a restore running at once lock the cells in the same order: no deadlock."""
+    _tally(case, -1 if retiring else +1, retired=False)
+    _tally(case, +1 if retiring else -1, retired=True)
 
 
 def rebuild_tallies() -> None:
@@ -631,12 +639,10 @@ def retire_case(caller: Principal, agent_id: str, case_id: str, reason: str) -> 
     _require_publish(caller, agent, case.project_id)
     if case.retired_at is not None:
         raise CaseRetired()
-    now = clock()
-    _tally(case, -1)
     by = caller.actor
     case.retired_reason, case.retired_by_kind, case.retired_by_id = reason, by["kind"], by["id"]
-    case.retired_at = case.updated_at = now
-    _tally(case, +1)
+    case.retired_at = case.updated_at = clock()
+    _tally_retirement(case, retiring=True)
     db.session.flush()
     return case
 
@@ -648,10 +654,9 @@ def restore_case(caller: Principal, agent_id: str, case_id: str) -> Case:
     _require_publish(caller, agent, case.project_id)
     if case.retired_at is None:
         raise CaseActive()
-    _tally(case, -1)
     case.retired_reason = case.retired_by_kind = case.retired_by_id = case.retired_at = None
     case.updated_at = clock()
-    _tally(case, +1)
+    _tally_retirement(case, retiring=False)
     db.session.flush()
     return case
 
