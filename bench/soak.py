@@ -414,9 +414,11 @@ def main() -> int:
     for pid, samples in watch.samples.items():
         warm = [mb for t, mb in samples if t >= min(60.0, elapsed / 3)]
         if len(warm) >= 2:
+            by_minute = [round(mb, 1) for t, mb in samples if t // 60 != (t - watch.every) // 60]
             memory[pid] = {"after warm-up MB": round(warm[0], 1), "end MB": round(warm[-1], 1),
                            "peak MB": round(max(warm), 1),
-                           "growth MB": round(warm[-1] - warm[0], 1)}  # fmt: skip
+                           "growth MB": round(warm[-1] - warm[0], 1),
+                           "each minute MB": by_minute}  # fmt: skip
     flat = all(m["growth MB"] <= MEMORY_GROWTH_LIMIT_MB for m in memory.values()) and memory
     worker_deaths = gunicorn_log.count("WORKER TIMEOUT") + gunicorn_log.count("was sent SIG")
     figures = {

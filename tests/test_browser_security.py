@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 import requests
-from conftest import AGENT, P1, TOKENS, app_on, snapshot_db
+from conftest import AGENT, MULTI, P1, P2, TOKENS, app_on, snapshot_db
 from itsdangerous import TimestampSigner, URLSafeTimedSerializer
 from jsonpointer import JsonPointer
 from live import gunicorn
@@ -168,14 +168,16 @@ def answers(app) -> dict[str, Any]:
     out["htmx partial"] = client.get(f"/agents/{AGENT}/test-set/cases?projectId={P1}&kind=hand",
                                      headers={"HX-Request": "true"})  # fmt: skip
     out["page 404"] = client.get("/nope")
-    out["page 403"] = client.get(f"/agents/{AGENT}/test-set/cases/new?projectId={P1}&x=1",
-                                 headers={})  # fmt: skip
+    out["add-case form"] = client.get(f"/agents/{AGENT}/test-set/cases/new?projectId={P1}")
+    out["page 403"] = client.get(f"/agents/{MULTI}/test-set/cases/new?projectId={P2}")  # no write
     out["tokens page"] = client.get("/tokens")
     return out
 
 
 def test_every_kind_of_answer_carries_the_csp_nosniff_and_deny_framing(app):
-    for name, resp in answers(app).items():
+    kinds = answers(app)
+    assert kinds["page 403"].status_code == 403 and kinds["API 413"].status_code == 413
+    for name, resp in kinds.items():
         csp = resp.headers.get("Content-Security-Policy", "")
         policy = {d.split()[0]: d.split()[1:] for d in csp.split(";") if d.strip()}
         assert policy.get("object-src") == ["'none'"], (name, csp)

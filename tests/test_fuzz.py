@@ -1,0 +1,360 @@
+"""Fuzzing the JSON API from its own OpenAPI document: schemathesis, in process, every operation.
+
+Each operation gets a fresh copy of the test world and a few hundred generated requests, valid
+and invalid (schemathesis' positive and negative data, plus its coverage phase: every bound at
+and past its edge, every undocumented method). Every answer goes through all of schemathesis'
+checks (no 5xx, status codes, content types, headers and bodies as documented, invalid data
+refused, auth enforced) and through ours: every 4xx/5xx is the error envelope whose `requestId`
+is the `X-Request-Id` header, and no stack trace, SQL or file path ever reaches a client.
+
+Generated ids are mostly noise, so most of the time a valid path or body id, or `projectId`, is
+swapped for one the world has (for another valid value only, so an invalid request stays
+invalid), and half the valid bodies of a case or correction are drawn to pass its verdict rules
+too. The answers' tally per operation lands in test-artifacts/fuzz/ (the figures in
+docs/reliability.md). `KINDGI_FUZZ_EXAMPLES` sets the generated examples per operation.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import schemathesis
+from conftest import AGENT, MULTI, P1, P2, P3, PG, TOKENS
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis_jsonschema import from_schema
+from schemathesis.checks import ALL_CHECKS
+from schemathesis.experimental import COVERAGE_PHASE, OPEN_API_3_1
+from schemathesis.generation import DataGenerationMethod, GenerationConfig
+from schemathesis.specs.openapi.checks import (
+    missing_required_header,
+    negative_data_rejection,
+    unsupported_method,
+)
+
+from kindgi import create_app
+from kindgi.openapi import document
+
+OPEN_API_3_1.enable()
+schemathesis.openapi.format("uuid", st.uuids().map(str))
+COVERAGE_PHASE.enable()
+
+EXAMPLES = int(os.environ.get("KINDGI_FUZZ_EXAMPLES", "150"))
+ARTIFACTS = Path(__file__).parent.parent / "test-artifacts" / "fuzz"
+AUTH = {"Authorization": f"Bearer {TOKENS['admin']}"}
+
+# What exists in the test world (tests/world.json), and a few things that don't.
+KNOWN = {
+    "agentId": [AGENT, MULTI, "acme.nope", "globex.drafting"],
+    "caseId": ["case-1", "case-2", "cor-1", "cor-2", "cor-3", "cor-g", "case-nope"],
+    "runId": ["run-1", "run-2", "run-running", "run-erased", "run-replay", "run-multi",
+              "run-globex", "run-nope"],
+    "correctionId": ["cor-1", "cor-2", "cor-3", "cor-g", "case-2", "cor-nope"],
+    "tokenId": ["tok-reader", "tok-writer", "tok-globex", "tok-expired", "tok-nope"],  # not ours
+    "projectId": [P1, P2, P3, PG, P1.upper(), "0badcafe-0000-4000-8000-000000000000"],
+    "replayOf": ["run-1", "run-2", "run-globex", "run-nope"],
+    "group": ["grp-restricted", "grp-open", "grp-nope"],
+}  # fmt: skip
+# Corners of the world where agent, project, run, case and correction belong together.
+CORNERS = [
+    {"agentId": AGENT, "projectId": P1, "runId": "run-1", "caseId": "case-2",
+     "correctionId": "cor-1", "replayOf": "run-1"},
+    {"agentId": AGENT, "projectId": P1, "runId": "run-2", "caseId": "case-1",
+     "correctionId": "cor-2", "replayOf": "run-2"},
+    {"agentId": MULTI, "projectId": P2, "runId": "run-multi", "caseId": "cor-3",
+     "correctionId": "cor-3", "group": "grp-restricted"},
+    {"agentId": MULTI, "projectId": P3, "group": "grp-open"},
+]  # fmt: skip
+POSITIVE = DataGenerationMethod.positive
+
+
+def _present(*names: str) -> dict[str, Any]:
+    return {"required": list(names)}
+
+
+def _is(name: str, value: str) -> dict[str, Any]:
+    return {"required": [name], "properties": {name: {"const": value}}}
+
+
+def _nonempty(name: str) -> dict[str, Any]:
+    return {"required": [name], "properties": {name: {"minItems": 1}}}
+
+
+# CorrectionBody._rules as JSON Schema, for drawing bodies that pass them (random ones rarely
+# do): a verdict at least; `decisions: "wrong"` with a call to make or not, and those lists only
+# with it; `answer: "wrong"` with shouldSay or why, shouldSay only with it, why only with an
+# answer. (Not in the served document: schemathesis' coverage phase can't walk these.)
+VERDICT_RULES: list[dict[str, Any]] = [
+    {"anyOf": [_present("decisions"), _present("answer"), _present("items")]},
+    {
+        "if": _is("decisions", "wrong"),
+        "then": {"anyOf": [_nonempty("shouldCall"), _nonempty("mustNotCall")]},
+        "else": {"not": {"anyOf": [_present("shouldCall"), _present("mustNotCall")]}},
+    },
+    {
+        "if": _is("answer", "wrong"),
+        "then": {"anyOf": [_present("shouldSay"), _present("why")]},
+        "else": {"not": _present("shouldSay")},
+    },
+    {"if": {"not": _present("answer")}, "then": {"not": _present("why")}},
+]
+UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+CALLS = itertools.count()
+ENVELOPE = {"code", "message", "requestId"}
+
+LEAKS = re.compile(
+    r"Traceback|File \"|\.py\b|line \d+|sqlalchemy|psycopg|sqlite3|werkzeug|"
+    r"SELECT |INSERT |UPDATE |DELETE FROM|Exception|Error:",
+)
+
+
+def _raw_document() -> dict[str, Any]:
+    """The document /v1/openapi.json serves (it needs no database)."""
+    app = create_app({"TESTING": True, "SECRET_KEY": "x", "SQLALCHEMY_DATABASE_URI": "sqlite://"})
+    with app.app_context():
+        return _for_schemathesis(json.loads(json.dumps(document(app))))
+
+
+def _for_schemathesis(node: Any) -> Any:
+    """`{"type": ["string", "null"], …}` as the equal `anyOf`: schemathesis' coverage phase
+    can't read a list of types (OpenAPI 3.1 allows one). And a UUID's `format` without its
+    `pattern`: the format is registered below, and negating the pattern takes the coverage
+    phase half a minute per list."""
+    if isinstance(node, list):
+        return [_for_schemathesis(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    node = {k: _for_schemathesis(v) for k, v in node.items()}
+    if node.get("format") == "uuid":
+        node.pop("pattern", None)
+    if isinstance(node.get("type"), list):
+        types = node.pop("type")
+        node = {"anyOf": [{**node, "type": t} if t != "null" else {"type": "null"} for t in types]}
+    return node
+
+
+class CurrentApp:
+    """The WSGI app under test: each test points it at its own app on its own database."""
+
+    app: Any = None
+
+    def __call__(self, environ, start_response):
+        return self.app(environ, start_response)
+
+
+CURRENT = CurrentApp()
+ISSUED: set[str] = set()  # every X-Request-Id answered so far
+RAW = _raw_document()
+RULED = {
+    f"POST {path}": from_schema(
+        {
+            **RAW["components"]["schemas"][name],
+            "allOf": VERDICT_RULES,
+            "components": RAW["components"],
+        }
+    )
+    for path, name in (
+        ("/v1/agents/{agentId}/test-set/cases", "AddCaseBody"),
+        ("/v1/agents/{agentId}/runs/{runId}/corrections", "RecordCorrectionBody"),
+    )
+}
+schema = schemathesis.from_dict(
+    RAW,
+    app=CURRENT,
+    data_generation_methods=[DataGenerationMethod.positive, DataGenerationMethod.negative],
+    generation_config=GenerationConfig(with_security_parameters=False),  # we send the token
+)
+
+
+# ---------------------------------------------------------------- realistic ids
+
+
+def _valid(name: str, value: Any) -> bool:
+    """Whether a generated value is valid where it stands (only those are swapped, for
+    another valid one: a request generated invalid stays invalid)."""
+    if not isinstance(value, str) or not value:
+        return False
+    return name != "projectId" or UUID.fullmatch(value) is not None
+
+
+def _picks(values: Any, world: dict[str, str]) -> st.SearchStrategy[dict[str, Any]]:
+    """For each valid id among `values`: the drawn corner of the world's (most often, so that
+    agent, project, run and case fit together), any id the world knows, or what was generated
+    (None)."""
+    if not isinstance(values, dict):
+        return st.just({})
+    return st.fixed_dictionaries(
+        {
+            name: st.one_of(
+                st.just(world.get(name)), st.just(world.get(name)), st.none(),
+                st.sampled_from(KNOWN[name]),
+            )
+            for name, value in values.items()
+            if name in KNOWN and _valid(name, value)
+        }
+    )  # fmt: skip
+
+
+def _swap(values: Any, picked: dict[str, Any]) -> Any:
+    if not isinstance(values, dict):
+        return values
+    return {**values, **{k: v for k, v in picked.items() if v is not None}}
+
+
+@schema.hook
+def before_generate_case(context, strategy):
+    """Most of the time, a generated id that is valid becomes one the world has; half the
+    valid bodies of a case or correction are drawn to also follow the verdict rules."""
+
+    def realistic(case, world):
+        bodies = st.just(case.body)
+        ruled = RULED.get(case.operation.verbose_name)
+        if ruled is not None and case.meta is not None and case.meta.body is POSITIVE:
+            bodies = st.one_of(bodies, ruled)
+        return bodies.flatmap(
+            lambda body: st.tuples(
+                _picks(case.path_parameters, world), _picks(case.query, world), _picks(body, world)
+            ).map(lambda picked: _apply(case, body, *picked))
+        )
+
+    return st.tuples(strategy, st.sampled_from(CORNERS)).flatmap(lambda cw: realistic(*cw))
+
+
+def _apply(case, body: Any, path: dict, query: dict, picked_body: dict):
+    case.path_parameters = _swap(case.path_parameters, path)
+    case.query = _swap(case.query, query)
+    case.body = _swap(body, picked_body)
+    return case
+
+
+def _fresh_key(case) -> None:
+    """Generated keys repeat ("0"), which would make most writes a 422 mismatch: three calls
+    in four get a fresh key instead of a valid generated one (the fourth may replay)."""
+    key = (case.headers or {}).get("Idempotency-Key")
+    valid = isinstance(key, str) and 1 <= len(key) <= 255 and key.isprintable()
+    if valid and next(CALLS) % 4:
+        case.headers["Idempotency-Key"] = uuid.uuid4().hex
+
+
+# ---------------------------------------------------------------- our own checks
+
+
+def _text(response) -> str:
+    if hasattr(response, "get_data"):
+        return response.get_data(as_text=True)
+    return response.text
+
+
+def error_envelope(ctx, response, case) -> None:
+    """Every 4xx/5xx is `{"error": {code, message, details?, requestId}}`, with `requestId`
+    equal to `X-Request-Id`; every answer has a request id of its own."""
+    request_id = response.headers.get("X-Request-Id")
+    assert request_id, "an answer without X-Request-Id"
+    assert request_id not in ISSUED, f"X-Request-Id {request_id} given twice"
+    ISSUED.add(request_id)
+    if response.status_code < 400:
+        return
+    body = json.loads(_text(response))
+    assert set(body) == {"error"}, body
+    err = body["error"]
+    assert {"code", "message", "requestId"} <= set(err) <= {*ENVELOPE, "details"}, err
+    if response.headers.get("Idempotent-Replayed") == "true":  # the first answer, byte for byte
+        assert err["requestId"] in ISSUED and err["requestId"] != request_id, err
+    else:
+        assert err["requestId"] == request_id, (err, request_id)
+    assert re.fullmatch(r"[a-z]+(-[a-z]+)*", err["code"]), err
+    if "details" in err:
+        assert isinstance(err["details"], dict), err
+
+
+def no_internals_leak(ctx, response, case) -> None:
+    """No stack trace, SQL, driver or file name in an error answer (whose only echo of the
+    request is the names of unknown fields, left out here)."""
+    if response.status_code < 400:
+        return
+    text = _text(response)
+    if response.status_code < 500:
+        err = json.loads(text)["error"]
+        fields = (err.get("details") or {}).pop("fields", {})
+        text = json.dumps([err, list(fields.values())])
+    found = LEAKS.search(text)
+    assert found is None, f"leaked {found.group(0)!r}: {text[:500]}"
+
+
+def negative_data_is_refused(ctx, response, case) -> None:
+    """schemathesis' `negative_data_rejection`, where a 405 is a refusal too: an empty path
+    segment, the only way to break a string path parameter, names another route. An operation
+    with nothing to break (no parameters, no body) has no negative data, and neither has a
+    header or path segment "of another type": `{}`, `null` or `0` in a header is text."""
+    definition = case.operation.definition.raw
+    if not definition.get("parameters") and "requestBody" not in definition:
+        return
+    meta = case.meta
+    if meta is not None and meta.parameter_location in ("header", "path"):
+        if meta.description == "Incorrect type":
+            return  # a header or a path segment is a string whatever its text
+    elif meta is not None and meta.parameter_location == "body" and _body_is_valid(case):
+        return  # "negated" into a value the schema allows (null where it may be null)
+    ctx.config.negative_data_rejection.allowed_statuses.append("405")
+    negative_data_rejection(ctx, response, case)
+
+
+def _body_is_valid(case) -> bool:
+    body_schema = case.operation.definition.raw["requestBody"]["content"]["application/json"]
+    root = {**body_schema["schema"], "components": RAW["components"]}
+    return jsonschema.Draft202012Validator(root).is_valid(case.body)
+
+
+CHECKS = (
+    *(c for c in ALL_CHECKS if c is not negative_data_rejection),
+    negative_data_is_refused,
+    missing_required_header,
+    unsupported_method,
+)
+OUR_CHECKS = (error_envelope, no_internals_leak)
+
+
+@pytest.fixture
+def fuzzed(app, request):
+    """The app under test, and a tally of its answers written to test-artifacts/fuzz/."""
+    CURRENT.app = app
+    tally: Counter[str] = Counter()
+    yield tally
+    CURRENT.app = None
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    name = re.sub(
+        r"[^A-Za-z0-9]+",
+        "_",
+        request.node.callspec.id if hasattr(request.node, "callspec") else request.node.name,
+    )
+    (ARTIFACTS / f"{name}.json").write_text(json.dumps(dict(sorted(tally.items())), indent=1))
+
+
+@schema.parametrize()
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    print_blob=True,
+)
+def test_every_operation_answers_every_generated_request_as_its_document_says(fuzzed, case):
+    meta = case.meta
+    generated_auth = (case.headers or {}).get("Authorization") is not None or (
+        meta is not None and (meta.parameter or "").lower() == "authorization"
+    )  # the coverage phase's own cases: no token, or a made-up one
+    headers = None if generated_auth else AUTH
+    if case.headers is None:
+        case.headers = {}  # schemathesis' ignored_auth check writes a bad token into it
+    _fresh_key(case)
+    response = case.call(headers=headers)
+    fuzzed[f"{getattr(case.data_generation_method, 'name', '?')} {response.status_code}"] += 1
+    case.validate_response(response, checks=CHECKS, additional_checks=OUR_CHECKS, headers=headers)
