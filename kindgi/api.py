@@ -63,14 +63,14 @@ def get_test_set(agent_id: str):
 def list_cases(agent_id: str):
     args = query(schemas.CasesQuery)
     page = service.list_cases(g.caller, agent_id, args.pop("projectId"), **args)
-    return jsonify(page.as_json(lambda case: schemas.dump(schemas.CaseOut, case)))
+    return jsonify(page.as_json(schemas.case_json))
 
 
 @bp.post("/agents/<agent_id>/test-set/cases")
 def add_case(agent_id: str):
     case = service.add_hand_case(g.caller, agent_id, body(schemas.AddCaseBody))
     return (
-        jsonify(schemas.dump(schemas.CaseOut, case)),
+        jsonify(schemas.case_json(case)),
         201,
         {"Location": _case_url(agent_id, case.id)},
     )
@@ -79,7 +79,7 @@ def add_case(agent_id: str):
 @bp.get("/agents/<agent_id>/test-set/cases/<case_id>")
 def get_case(agent_id: str, case_id: str):
     view = service.get_case(g.caller, agent_id, case_id)
-    out = schemas.dump(schemas.CaseOut, view.case)
+    out = schemas.case_json(view.case)
     out["snapshot"] = schemas.dump(schemas.SnapshotOut, view.snapshot)
     return jsonify(out)
 
@@ -87,15 +87,13 @@ def get_case(agent_id: str, case_id: str):
 @bp.post("/agents/<agent_id>/test-set/cases/<case_id>/retire")
 def retire_case(agent_id: str, case_id: str):
     reason = body(schemas.RetireBody)["reason"]
-    return jsonify(
-        schemas.dump(schemas.CaseOut, service.retire_case(g.caller, agent_id, case_id, reason))
-    )
+    return jsonify(schemas.case_json(service.retire_case(g.caller, agent_id, case_id, reason)))
 
 
 @bp.post("/agents/<agent_id>/test-set/cases/<case_id>/restore")
 def restore_case(agent_id: str, case_id: str):
     body(schemas.RestoreBody)
-    return jsonify(schemas.dump(schemas.CaseOut, service.restore_case(g.caller, agent_id, case_id)))
+    return jsonify(schemas.case_json(service.restore_case(g.caller, agent_id, case_id)))
 
 
 # ---------------------------------------------------------------- runs and corrections

@@ -10,6 +10,7 @@ import base64
 import hashlib
 import json
 import re
+from functools import cache
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
@@ -21,6 +22,7 @@ MAX_CURSOR_CHARS = 2000
 TOKEN_RE = re.compile(r"[A-Za-z0-9_-]+={0,2}")  # as sealed: base64 would skip anything else
 
 
+@cache
 def _fernet(secret_key: str) -> Fernet:
     key = hashlib.sha256(b"kindgi-cursor\0" + secret_key.encode()).digest()
     return Fernet(base64.urlsafe_b64encode(key))

@@ -95,7 +95,8 @@ def register(app: Flask) -> None:
 
     @app.after_request
     def _finish(response: Response) -> Response:
-        if not g.get("replayed"):
+        # A read changed nothing: its transaction ends as the session closes, with no commit.
+        if request.method in WRITE_METHODS and not g.get("replayed"):
             try:
                 _settle(response)
                 service.commit()

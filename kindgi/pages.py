@@ -14,6 +14,7 @@ from urllib.parse import urlencode, urlparse
 from flask import (
     Blueprint,
     Flask,
+    Request,
     abort,
     flash,
     redirect,
@@ -22,6 +23,7 @@ from flask import (
     session,
     url_for,
 )
+from flask.sessions import SecureCookieSessionInterface, SessionMixin
 from flask_login import LoginManager, current_user, login_required, login_user, logout_user
 from flask_wtf.csrf import CSRFProtect
 from jsonpointer import JsonPointerException, resolve_pointer
@@ -38,8 +40,19 @@ csrf = CSRFProtect()
 CASE_ROWS, ITEM_ROWS = 2, 2  # empty rows offered on a fresh form
 
 
+class _PagesOnlySessions(SecureCookieSessionInterface):
+    """Cookie sessions for the pages only: an API request is its bearer token, so it neither
+    reads nor sets a session cookie (and skips the cost of opening one)."""
+
+    def open_session(self, app: Flask, request: Request) -> SessionMixin | None:
+        if request.path.startswith("/v1/"):
+            return self.null_session_class()
+        return super().open_session(app, request)
+
+
 def init_app(app: Flask) -> None:
     """Sessions and CSRF for the pages; the bearer-token API needs neither."""
+    app.session_interface = _PagesOnlySessions()
     login_manager.init_app(app)
     csrf.init_app(app)
     from .api import bp as api_bp

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from functools import cache
@@ -21,7 +22,8 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from flask import current_app
 from jsonpointer import EndOfList, JsonPointer, JsonPointerException
-from sqlalchemy import and_, bindparam, delete, func, or_, select, tuple_, update
+from sqlalchemy import Select, and_, bindparam, delete, exists, func, or_, select, tuple_, update
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -70,7 +72,7 @@ from .models import (
     Token,
     User,
 )
-from .schemas import rfc3339
+from .schemas import CASE_FIELDS, rfc3339
 
 log = logging.getLogger("kindgi")
 TOKEN_PREFIX = "kgi_"
@@ -131,24 +133,49 @@ def hash_password(password: str) -> str:
     return _hasher.hash(password)
 
 
+def _sql() -> Connection:
+    """The request's connection, in the session's transaction: reads that need no ORM objects
+    run on it as prebuilt Core statements, several times cheaper than ORM queries."""
+    return db.session.connection()
+
+
+# The token with its user or service: one query, built once.
+_TOKEN_QUERY = (
+    select(
+        Token.id,
+        Token.tenant_id,
+        Token.principal_kind,
+        Token.principal_id,
+        Token.revoked_at,
+        Token.expires_at,
+        func.coalesce(User.tenant_id, Service.tenant_id).label("principal_tenant"),
+        func.coalesce(User.name, Service.name).label("principal_name"),
+        User.admin,
+    )
+    .outerjoin(User, and_(Token.principal_kind == "user", User.id == Token.principal_id))
+    .outerjoin(Service, and_(Token.principal_kind == "service", Service.id == Token.principal_id))
+    .where(Token.secret_hash == bindparam("secret_hash"))
+)
+
+
 def authenticate(authorization: str | None) -> Principal:
     """The principal behind `Authorization: Bearer kgi_…`; 401 alike for every kind of bad token."""
     scheme, _, secret = (authorization or "").partition(" ")
     secret = secret.strip()
     if scheme.lower() != "bearer" or not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
         raise Unauthenticated()
-    token = db.session.scalar(select(Token).where(Token.secret_hash == hash_secret(secret)))
-    now = clock()
+    row = _sql().execute(_TOKEN_QUERY, {"secret_hash": hash_secret(secret)}).first()
     if (
-        token is None
-        or token.revoked_at is not None
-        or (token.expires_at is not None and token.expires_at <= now)
+        row is None
+        or row.revoked_at is not None
+        or (row.expires_at is not None and row.expires_at <= clock())
+        or row.principal_tenant != row.tenant_id  # None too: the user or service is gone
     ):
         raise Unauthenticated()
-    principal = _principal(token.principal_kind, token.principal_id, token_id=token.id)
-    if principal is None or principal.tenant_id != token.tenant_id:
-        raise Unauthenticated()
-    return principal
+    admin = row.principal_kind == "user" and bool(row.admin)
+    return Principal(
+        row.principal_kind, row.principal_id, row.tenant_id, admin, row.id, row.principal_name
+    )
 
 
 def _principal(kind: str, principal_id: str, token_id: str | None = None) -> Principal | None:
@@ -235,6 +262,55 @@ def _serving_project(agent: Agent, project_id: str) -> str:
     return served
 
 
+# The agent, whether the project serves it, and whether the caller may read there: one query.
+_READ_SCOPE = (
+    select(
+        Agent.pk,
+        AgentProject.project_id,
+        exists()
+        .where(
+            Grant.principal_kind == bindparam("kind"),
+            Grant.principal_id == bindparam("principal"),
+            Grant.permission == "read",
+            Grant.project_id == bindparam("project"),
+        )
+        .label("may_read"),
+    )
+    .outerjoin(
+        AgentProject,
+        and_(AgentProject.agent_pk == Agent.pk, AgentProject.project_id == bindparam("project")),
+    )
+    .where(Agent.tenant_id == bindparam("tenant"), Agent.id == bindparam("agent"))
+)
+
+
+def _readable(caller: Principal, agent_id: str, project_id: str) -> int:
+    """The agent's key, once the project serves it and the caller may read there; else 404
+    `agent-not-found`, 404 `project-not-found` or 403, in that order (as `_agent`,
+    `_serving_project` and `_require_read` answer)."""
+    row = (
+        _sql()
+        .execute(
+            _READ_SCOPE,
+            {
+                "tenant": caller.tenant_id,
+                "agent": agent_id,
+                "project": project_id,
+                "kind": caller.kind,
+                "principal": caller.id,
+            },
+        )
+        .first()
+    )
+    if row is None:
+        raise AgentNotFound()
+    if row.project_id is None:
+        raise ProjectNotFound()
+    if not (caller.admin or row.may_read):
+        raise Forbidden(details={"needs": [{"permission": "read", "project": project_id}]})
+    return row.pk
+
+
 def _projects_of(agent: Agent) -> list[str]:
     return list(
         db.session.scalars(select(AgentProject.project_id).where(AgentProject.agent_pk == agent.pk))
@@ -309,8 +385,10 @@ def permissions(caller: Principal, agent_id: str, project_id: str) -> dict[str, 
 
 
 def _is_case() -> ColumnElement[bool]:
-    """Rows that are cases: hand cases, and corrections not won't-fix or removed."""
-    return or_(Case.status.is_(None), Case.status.not_in(NOT_CASE_STATUSES))
+    """Rows that are cases: hand cases, and corrections not won't-fix or removed.
+
+    Spelt as `!=` terms, not `NOT IN`: an expanding IN is re-rendered at every execution."""
+    return or_(Case.status.is_(None), and_(*(Case.status != s for s in NOT_CASE_STATUSES)))
 
 
 def week_of(at: datetime) -> date:
@@ -424,30 +502,32 @@ class Counts:
 
 def test_set(caller: Principal, agent_id: str, project_id: str) -> Counts:
     """How many cases the agent's test set has in the project, exact as of now."""
-    agent = _agent(caller, agent_id)
-    project_id = _serving_project(agent, project_id)
-    _require_read(caller, project_id)
-    return _counts(agent, project_id)
-
-
-def _counts(agent: Agent, project_id: str) -> Counts:
-    counts = Counts(agent.id, project_id)
-    for cell in db.session.scalars(
-        select(Tally).where(Tally.agent_pk == agent.pk, Tally.project_id == project_id)
-    ):
+    agent_pk = _readable(caller, agent_id, project_id)
+    counts = Counts(agent_id, project_id)
+    for cell in _sql().execute(_TALLIES, {"agent_pk": agent_pk, "project_id": project_id}):
         counts.add(cell)
-    counts.last_added_at = _last_added(agent.pk, project_id)
+    counts.last_added_at = _last_added(agent_pk, project_id)
     return counts
+
+
+_TALLIES = select(Tally.week, Tally.kind, Tally.retired, Tally.expert, Tally.n).where(
+    Tally.agent_pk == bindparam("agent_pk"), Tally.project_id == bindparam("project_id")
+)
+_LAST_ADDED = (
+    select(Case.added_at)
+    .where(
+        Case.agent_pk == bindparam("agent_pk"),
+        Case.project_id == bindparam("project_id"),
+        _is_case(),
+    )
+    .order_by(Case.added_at.desc())
+    .limit(1)
+)
 
 
 def _last_added(agent_pk: int, project_id: str) -> datetime | None:
     """When the newest case was added (retired or not): one step down the list index."""
-    return db.session.scalar(
-        select(Case.added_at)
-        .where(Case.agent_pk == agent_pk, Case.project_id == project_id, _is_case())
-        .order_by(Case.added_at.desc())
-        .limit(1)
-    )
+    return _sql().execute(_LAST_ADDED, {"agent_pk": agent_pk, "project_id": project_id}).scalar()
 
 
 def overview(caller: Principal) -> list[Counts]:
@@ -508,29 +588,75 @@ class Page:
 
 
 def _keyset_page(
-    stmt: Any,
-    order: tuple[Any, Any],
+    query: Callable[[bool], Select[Any]],
+    params: dict[str, Any],
     limit: int,
     cursor: str | None,
     binding: dict[str, Any],
-    position_of: Any,
 ) -> Page:
-    """Newest first by (time, id), resuming strictly after a sealed cursor's position."""
+    """Newest first by (time, id), resuming strictly after a sealed cursor's position.
+
+    `query(after)` is the list's statement from `_newest_first`; its rows' first two columns
+    are their position.
+    """
     secret = current_app.config["SECRET_KEY"]
     now = clock().replace(tzinfo=UTC).timestamp()
+    params = {**params, "limit": limit + 1}
     if cursor:
         at, ident = cursors.unseal(secret, cursor, binding, now)
-        stmt = stmt.where(tuple_(*order) < tuple_(datetime.fromisoformat(at), ident))
-    rows = list(
-        db.session.scalars(stmt.order_by(order[0].desc(), order[1].desc()).limit(limit + 1))
-    )
+        params["after_at"], params["after_id"] = datetime.fromisoformat(at), ident
+    rows = _sql().execute(query(bool(cursor)), params).all()
     has_more = len(rows) > limit
     rows = rows[:limit]
     next_cursor = None
     if has_more:
-        at, ident = position_of(rows[-1])
+        at, ident = rows[-1][:2]
         next_cursor = cursors.seal(secret, binding, [at.isoformat(), ident], now)
     return Page(rows, has_more, next_cursor)
+
+
+def _newest_first(query: Select[Any], at: Any, ident: Any, after: bool) -> Select[Any]:
+    """`query` newest first: from the start, or after the position `after_at`, `after_id`."""
+    if after:
+        query = query.where(
+            tuple_(at, ident)
+            < tuple_(bindparam("after_at", type_=at.type), bindparam("after_id", type_=ident.type))
+        )
+    return query.order_by(at.desc(), ident.desc()).limit(bindparam("limit"))
+
+
+# What a list shows of a case or a run (the position first).
+CASE_COLUMNS = tuple(Case.__table__.c[name] for name in CASE_FIELDS)
+RUN_COLUMNS = tuple(
+    Run.__table__.c[name]
+    for name in (
+        "at",
+        "id",
+        "project_id",
+        "version",
+        "status",
+        "replay_of",
+        "erased",
+        "input",
+        "output",
+        "calls",
+    )
+)
+
+
+@cache
+def _cases_query(retired_too: bool, one_kind: bool, after: bool) -> Select[Any]:
+    """The cases list's statement for one shape of filters, built once."""
+    query = select(*CASE_COLUMNS).where(
+        Case.agent_pk == bindparam("agent_pk"),
+        Case.project_id == bindparam("project_id"),
+        _is_case(),
+    )
+    if not retired_too:
+        query = query.where(Case.retired_at.is_(None))
+    if one_kind:
+        query = query.where(Case.kind == bindparam("kind"))
+    return _newest_first(query, Case.added_at, Case.id, after)
 
 
 def list_cases(
@@ -544,26 +670,43 @@ def list_cases(
     cursor: str | None = None,
 ) -> Page:
     """One page of the test set's cases, newest added first."""
-    agent = _agent(caller, agent_id)
-    project_id = _serving_project(agent, project_id)
-    _require_read(caller, project_id)
+    agent_pk = _readable(caller, agent_id, project_id)
     kinds = sorted(set(kind.split(","))) if kind else ["correction", "hand"]
-    stmt = select(Case).where(Case.agent_pk == agent.pk, Case.project_id == project_id, _is_case())
-    if include != "retired":
-        stmt = stmt.where(Case.retired_at.is_(None))
-    if len(kinds) == 1:
-        stmt = stmt.where(Case.kind == kinds[0])
     binding = {
         "list": "cases",
-        "agent": agent.pk,
+        "agent": agent_pk,
         "project": project_id,
         "include": include or "",
         "kind": kinds,
         "caller": caller.scope,
     }
     return _keyset_page(
-        stmt, (Case.added_at, Case.id), limit, cursor, binding, lambda c: (c.added_at, c.id)
+        lambda after: _cases_query(include == "retired", len(kinds) == 1, after),
+        {"agent_pk": agent_pk, "project_id": project_id, "kind": kinds[0]},
+        limit,
+        cursor,
+        binding,
     )
+
+
+@cache
+def _runs_query(one_status: bool, search: bool, after: bool) -> Select[Any]:
+    """The runs list's statement for one shape of filters, built once."""
+    query = select(*RUN_COLUMNS).where(
+        Run.agent_pk == bindparam("agent_pk"), Run.project_id == bindparam("project_id")
+    )
+    if one_status:
+        query = query.where(Run.status == bindparam("status"))
+    if search:
+        query = query.where(Run.id.like(bindparam("search"), escape="/"))
+    return _newest_first(query, Run.at, Run.id, after)
+
+
+def _like(text: str | None) -> str | None:
+    """A LIKE pattern for ids containing `text` literally (`/` escapes)."""
+    if text is None:
+        return None
+    return "%" + re.sub(r"([/%_])", r"/\1", text) + "%"
 
 
 def list_runs(
@@ -580,23 +723,22 @@ def list_runs(
 
     `search` keeps the runs whose id contains it.
     """
-    agent = _agent(caller, agent_id)
-    project_id = _serving_project(agent, project_id)
-    _require_read(caller, project_id)
-    stmt = select(Run).where(Run.agent_pk == agent.pk, Run.project_id == project_id)
-    if status:
-        stmt = stmt.where(Run.status == status)
-    if search:
-        stmt = stmt.where(Run.id.contains(search, autoescape=True))
+    agent_pk = _readable(caller, agent_id, project_id)
     binding = {
         "list": "runs",
-        "agent": agent.pk,
+        "agent": agent_pk,
         "project": project_id,
         "status": status or "",
         "search": search or "",
         "caller": caller.scope,
     }
-    return _keyset_page(stmt, (Run.at, Run.id), limit, cursor, binding, lambda r: (r.at, r.id))
+    return _keyset_page(
+        lambda after: _runs_query(bool(status), bool(search), after),
+        {"agent_pk": agent_pk, "project_id": project_id, "status": status, "search": _like(search)},
+        limit,
+        cursor,
+        binding,
+    )
 
 
 # ---------------------------------------------------------------- one case

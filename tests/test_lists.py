@@ -16,9 +16,11 @@ from urllib.parse import urlencode
 
 import pytest
 from conftest import AGENT, MULTI, P1, P2, P3, PG, WORLD, error_of, ok, refused, same_error
+from sqlalchemy import select
 
-from kindgi import cursors, service, world
+from kindgi import cursors, schemas, service, world
 from kindgi.database import db
+from kindgi.models import Case
 
 UNKNOWN_PROJECT = "0badcafe-0000-4000-8000-000000000000"
 T0 = datetime(2026, 12, 1, 12, 0, 0)
@@ -497,3 +499,18 @@ def test_each_run_is_shown_with_its_content(api):
 
 def test_another_tenants_runs_are_never_listed(api):
     assert ids(ok(api.get(runs_url(AGENT, PG), as_="globex"))) == ["run-globex"]
+
+
+def test_every_case_answers_exactly_what_its_documented_schema_dumps(app, api):
+    """`schemas.case_json`, which writes a case out by hand for speed, agrees with `CaseOut`
+    (the schema the OpenAPI document shows) for every case of the world, read as a model and
+    as a list's row, retired and expert ones included."""
+    with app.app_context():
+        cases = db.session.scalars(select(Case).order_by(Case.id)).all()
+        rows = db.session.execute(select(*service.CASE_COLUMNS).order_by(Case.id)).all()
+        assert any(c.retired_at for c in cases) and any(c.expert for c in cases)
+        assert any(not c.expert for c in cases) and any(c.retired_at is None for c in cases)
+        for case, row in zip(cases, rows, strict=True):
+            documented = json.dumps(schemas.dump(schemas.CaseOut, case))
+            assert json.dumps(schemas.case_json(case)) == documented, case.id
+            assert json.dumps(schemas.case_json(row)) == documented, case.id
