@@ -8,6 +8,7 @@ from typing import Any
 from flask import Blueprint, current_app, g, jsonify, request, url_for
 
 from . import http, schemas, service
+from .database import reading
 from .errors import UnsupportedMediaType, bad_input
 
 bp = Blueprint("api", __name__, url_prefix="/v1")
@@ -19,7 +20,8 @@ def _authenticate():
     """Every /v1 route but the OpenAPI document needs a bearer token; writes may carry a key."""
     if request.endpoint in PUBLIC_ENDPOINTS or request.endpoint is None:
         return None
-    g.caller = service.authenticate(request.headers.get("Authorization"))
+    with reading():  # a write takes the lock only once it is known who asks
+        g.caller = service.authenticate(request.headers.get("Authorization"))
     return http.claim_idempotency_key()
 
 

@@ -51,7 +51,7 @@ def unseal(secret_key: str, cursor: str, binding: dict[str, Any], now: float) ->
         raise bad_input(
             {"cursor": ["The cursor has expired; start again."]}, reason="cursor-expired"
         )
-    if data.get("b") != json.loads(json.dumps(binding)):
+    if data.get("b") != binding:  # JSON values both (lists, never tuples): compared as they are
         raise bad_input(
             {"cursor": ["The cursor belongs to another list, filter or caller."]},
             reason="cursor-mismatch",

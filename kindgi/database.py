@@ -7,7 +7,9 @@ transactions; PostgreSQL gets `lock_timeout` and `statement_timeout`.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+from collections.abc import Iterator
 from typing import Any
 
 from flask_sqlalchemy import SQLAlchemy
@@ -31,6 +33,21 @@ _writing: contextvars.ContextVar[bool] = contextvars.ContextVar("kindgi_writing"
 def set_writing(value: bool) -> None:
     """Mark (or unmark) the transactions begun from here on in this context as writers."""
     _writing.set(value)
+
+
+@contextlib.contextmanager
+def reading() -> Iterator[None]:
+    """Run the block in a transaction of its own that only reads, even in a writing request:
+    on SQLite it takes no write lock, so the other workers' writes go on meanwhile."""
+    if not _writing.get():
+        yield
+        return
+    _writing.set(False)
+    try:
+        yield
+    finally:
+        db.session.rollback()
+        _writing.set(True)
 
 
 def engine_options(uri: str, busy_timeout_ms: int, statement_timeout_ms: int) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from flask import current_app
 from jsonpointer import EndOfList, JsonPointer, JsonPointerException
 from sqlalchemy import Select, and_, bindparam, delete, exists, func, or_, select, tuple_, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql.elements import ColumnElement
 
 from . import cursors
@@ -77,7 +77,10 @@ from .schemas import CASE_FIELDS, rfc3339
 log = logging.getLogger("kindgi")
 TOKEN_PREFIX = "kgi_"
 IDEMPOTENCY_TTL = timedelta(hours=24)
-_hasher = PasswordHasher()
+# argon2id at OWASP's recommended minimum (19 MiB, 2 passes, 1 lane): argon2-cffi's default
+# (64 MiB a hash) was most of a worker's peak memory. Hashes made with other parameters still
+# verify, and are made anew at the next sign-in.
+_hasher = PasswordHasher(time_cost=2, memory_cost=19 * 1024, parallelism=1)
 
 
 def clock() -> datetime:
@@ -232,6 +235,8 @@ def sign_in(email: str, password: str) -> Principal | None:
     except (VerificationError, InvalidHashError):
         return None
     db.session.execute(delete(LoginFailure).where(LoginFailure.email_key == key))
+    if _hasher.check_needs_rehash(user.password_hash):
+        db.session.get(User, user.id).password_hash = _hasher.hash(password)
     return _principal("user", user.id)
 
 
@@ -241,16 +246,27 @@ _DUMMY_HASH = _hasher.hash("not a password anyone has")
 # ---------------------------------------------------------------- tenancy and permissions
 
 
-def _agent(caller: Principal, agent_id: str) -> Agent:
-    agent = db.session.scalar(
-        select(Agent).where(Agent.tenant_id == caller.tenant_id, Agent.id == agent_id)
-    )
-    if agent is None:
+@dataclass(frozen=True)
+class AgentRef:
+    """An agent as rules need it: its key and its id (the tenant's own name for it)."""
+
+    pk: int
+    id: str
+
+
+_AGENT = select(Agent.pk, Agent.id).where(
+    Agent.tenant_id == bindparam("tenant"), Agent.id == bindparam("agent")
+)
+
+
+def _agent(caller: Principal, agent_id: str) -> AgentRef:
+    row = _sql().execute(_AGENT, {"tenant": caller.tenant_id, "agent": agent_id}).first()
+    if row is None:
         raise AgentNotFound()
-    return agent
+    return AgentRef(*row)
 
 
-def _serving_project(agent: Agent, project_id: str) -> str:
+def _serving_project(agent: AgentRef, project_id: str) -> str:
     """The project, if it serves the agent; else 404 `project-not-found`."""
     served = db.session.scalar(
         select(AgentProject.project_id).where(
@@ -311,14 +327,14 @@ def _readable(caller: Principal, agent_id: str, project_id: str) -> int:
     return row.pk
 
 
-def _projects_of(agent: Agent) -> list[str]:
+def _projects_of(agent: AgentRef) -> list[str]:
     return list(
         db.session.scalars(select(AgentProject.project_id).where(AgentProject.agent_pk == agent.pk))
     )
 
 
 def _has(
-    caller: Principal, permission: str, *, project: str | None = None, agent: Agent | None = None
+    caller: Principal, permission: str, *, project: str | None = None, agent: AgentRef | None = None
 ) -> bool:
     if caller.admin:
         return True
@@ -357,9 +373,11 @@ def _require_read(caller: Principal, project_id: str) -> None:
     _require(caller, [("read", "project", project_id)])
 
 
-def _require_publish(caller: Principal, agent: Agent, project_id: str) -> None:
+def _require_publish(caller: Principal, agent: AgentRef, project_id: str) -> None:
     """Publish on the agent, read on the case's project, and write there too when the agent
     is served by more than one project."""
+    if caller.admin:
+        return  # an admin may do everything: no need to count the agent's projects
     needs: list[tuple[str, str, Any]] = [
         ("publish", "agent", agent),
         ("read", "project", project_id),
@@ -400,14 +418,19 @@ def week_of(at: datetime) -> date:
 TALLY_KEY = ("agent_pk", "project_id", "week", "kind", "retired", "expert")
 
 
-@cache
-def _tally_upsert(dialect: str) -> Any:
-    """`INSERT … ON CONFLICT DO UPDATE SET n = n + :n`, built once per dialect."""
-    if dialect == "postgresql":
+def _insert(table: Any) -> Any:
+    """The dialect's INSERT (it has ON CONFLICT), for prebuilt statements."""
+    if db.session.get_bind().dialect.name == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     else:
         from sqlalchemy.dialects.sqlite import insert
-    stmt = insert(Tally).values({name: bindparam(name) for name in (*TALLY_KEY, "n")})
+    return insert(table)
+
+
+@cache
+def _tally_upsert(dialect: str) -> Any:
+    """`INSERT … ON CONFLICT DO UPDATE SET n = n + :n`, built once per dialect."""
+    stmt = _insert(Tally.__table__).values({name: bindparam(name) for name in (*TALLY_KEY, "n")})
     return stmt.on_conflict_do_update(
         index_elements=list(TALLY_KEY), set_={"n": Tally.n + stmt.excluded.n}
     )
@@ -416,7 +439,7 @@ def _tally_upsert(dialect: str) -> Any:
 def _tally(case: Case, delta: int, retired: bool | None = None) -> None:
     """Move the case's cell of its test set's counts by `delta`, atomically (the cell of its
     retired state, unless `retired` names the other)."""
-    db.session.execute(
+    _sql().execute(
         _tally_upsert(db.session.get_bind().dialect.name),
         {
             "agent_pk": case.agent_pk,
@@ -503,15 +526,22 @@ class Counts:
 def test_set(caller: Principal, agent_id: str, project_id: str) -> Counts:
     """How many cases the agent's test set has in the project, exact as of now."""
     agent_pk = _readable(caller, agent_id, project_id)
+    params = {"agent_pk": agent_pk, "project_id": project_id}
     counts = Counts(agent_id, project_id)
-    for cell in _sql().execute(_TALLIES, {"agent_pk": agent_pk, "project_id": project_id}):
-        counts.add(cell)
+    for retired, n in _sql().execute(_TOTALS, params):
+        if retired:
+            counts.retired = n
+        else:
+            counts.active = n
     counts.last_added_at = _last_added(agent_pk, project_id)
     return counts
 
 
-_TALLIES = select(Tally.week, Tally.kind, Tally.retired, Tally.expert, Tally.n).where(
-    Tally.agent_pk == bindparam("agent_pk"), Tally.project_id == bindparam("project_id")
+# A test set's active and retired totals, summed in the database over its few count cells.
+_TOTALS = (
+    select(Tally.retired, func.sum(Tally.n))
+    .where(Tally.agent_pk == bindparam("agent_pk"), Tally.project_id == bindparam("project_id"))
+    .group_by(Tally.retired)
 )
 _LAST_ADDED = (
     select(Case.added_at)
@@ -753,7 +783,7 @@ class CaseView:
     agent_id: str
 
 
-def _case(caller: Principal, agent: Agent, case_id: str, *, lock: bool = False) -> Case:
+def _case(caller: Principal, agent: AgentRef, case_id: str, *, lock: bool = False) -> Case:
     stmt = select(Case).where(
         Case.id == case_id,
         Case.agent_pk == agent.pk,
@@ -806,7 +836,7 @@ def restore_case(caller: Principal, agent_id: str, case_id: str) -> Case:
 # ---------------------------------------------------------------- adding cases and corrections
 
 
-def _run_of(caller: Principal, agent: Agent, run_id: str) -> Run:
+def _run_of(caller: Principal, agent: AgentRef, run_id: str) -> Run:
     run = db.session.get(Run, run_id)
     if run is None or run.tenant_id != caller.tenant_id:
         raise RunNotFound()
@@ -878,7 +908,9 @@ def _check_items(items: Iterable[dict[str, Any]], output: Any) -> None:
             )
 
 
-def _new_case(caller: Principal, agent: Agent, run: Run, body: dict[str, Any], **kw: Any) -> Case:
+def _new_case(
+    caller: Principal, agent: AgentRef, run: Run, body: dict[str, Any], **kw: Any
+) -> Case:
     now = clock()
     snap = _snapshot(run, now)
     _check_items(body.get("items", []), snap.output)
@@ -974,8 +1006,9 @@ def record_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> Run:
         original = db.session.get(Run, body["replayOf"])
         if original is None or original.agent_pk != agent.pk:
             raise bad_input({"replayOf": ["No such run of this agent."]})
-    if body["version"] not in agent.versions:
-        agent.versions = [*agent.versions, body["version"]]
+    known = db.session.get(Agent, agent.pk)
+    if body["version"] not in known.versions:
+        known.versions = [*known.versions, body["version"]]
     run = Run(
         id=new_id("run"),
         tenant_id=caller.tenant_id,
@@ -1050,43 +1083,53 @@ class StoredAnswer:
     body: bytes
 
 
+@cache
+def _claim(dialect: str) -> Any:
+    """A new claim of a key, or nothing where the caller has one already: built once."""
+    columns = ("scope", "key", "fingerprint", "created_at", "lease_until")
+    return (
+        _insert(IdempotencyRecord.__table__)
+        .values({name: bindparam(name) for name in columns})
+        .on_conflict_do_nothing()
+        .returning(IdempotencyRecord.key)  # a row only if it was claimed now
+    )
+
+
 def claim_key(caller: Principal, key: str, fingerprint: str) -> StoredAnswer | None:
     """Claim `key` for this request (None: go ahead), or the first request's stored answer.
 
     The claim commits at once in its own transaction, so other processes see it: a second
     request with the key gets 409 in-flight until the first settles or its lease runs out.
+    A new key costs one INSERT; only a key seen before is read.
     """
     lease = timedelta(seconds=current_app.config["IDEMPOTENCY_LEASE_SECONDS"])
+    claim = {"scope": caller.scope, "key": key, "fingerprint": fingerprint}
     try:
         for _attempt in range(2):
             now = clock()
+            claim.update(created_at=now, lease_until=now + lease)
+            inserted = _sql().execute(_claim(db.session.get_bind().dialect.name), claim)
+            if inserted.first() is not None:
+                db.session.commit()
+                return None
             rec = db.session.get(IdempotencyRecord, (caller.scope, key), with_for_update=True)
-            if rec is not None and rec.created_at <= now - IDEMPOTENCY_TTL:
-                db.session.delete(rec)
-                db.session.flush()
-                rec = None
-            if rec is None:
-                db.session.add(
-                    IdempotencyRecord(
-                        scope=caller.scope,
-                        key=key,
-                        fingerprint=fingerprint,
-                        created_at=now,
-                        lease_until=now + lease,
-                    )
-                )
-                try:
-                    db.session.commit()
-                    return None
-                except IntegrityError:  # another process claimed it first: look again
-                    db.session.rollback()
-                    continue
+            if rec is None:  # released since: claim it again
+                db.session.rollback()
+                continue
+            if rec.created_at <= now - IDEMPOTENCY_TTL:  # forgotten: a new claim in its place
+                rec.fingerprint, rec.created_at, rec.lease_until = fingerprint, now, now + lease
+                rec.status = rec.content_type = rec.location = rec.body = None
+                rec.withheld, rec.succeeded_at = False, None
+                db.session.commit()
+                return None
             answer = _answer_for(rec, fingerprint, now, lease)
             db.session.commit()
             return answer
         raise KeyInFlight(headers=RETRY_AFTER)
     except SQLAlchemyError as exc:
         db.session.rollback()
+        if is_busy(exc):  # another writer holds the lock: the database is busy, not the store
+            raise DatabaseBusy() from exc
         raise StoreUnavailable() from exc
 
 
@@ -1120,19 +1163,27 @@ def settle_key(
     withhold: bool,
 ) -> None:
     """Keep the answer with the key, in the transaction of the change it made."""
-    db.session.execute(
-        update(IdempotencyRecord)
-        .where(IdempotencyRecord.scope == caller.scope, IdempotencyRecord.key == key)
-        .values(
-            status=status,
-            content_type=content_type,
-            location=location,
-            body=None if withhold else body,
-            withheld=withhold,
-            lease_until=None,
-            succeeded_at=clock() if status < 300 else None,
-        )
+    _sql().execute(
+        _SETTLE,
+        {
+            "the_scope": caller.scope,
+            "the_key": key,
+            "status": status,
+            "content_type": content_type,
+            "location": location,
+            "body": None if withhold else body,
+            "withheld": withhold,
+            "lease_until": None,
+            "succeeded_at": clock() if status < 300 else None,
+        },
     )
+
+
+# The columns to set come from the parameters' names (SQLAlchemy makes the SET clause).
+_SETTLE = update(IdempotencyRecord.__table__).where(
+    IdempotencyRecord.scope == bindparam("the_scope"),
+    IdempotencyRecord.key == bindparam("the_key"),
+)
 
 
 def release_key(caller: Principal, key: str) -> None:

@@ -6,12 +6,13 @@ import random
 from datetime import timedelta
 
 import pytest
+from argon2 import PasswordHasher
 from conftest import AGENT, MULTI, P1, P2, P3
 from sqlalchemy import func, select
 
 from kindgi import errors, service
 from kindgi.database import db
-from kindgi.models import Case, Snapshot, Tally
+from kindgi.models import Case, Snapshot, Tally, User
 
 
 @pytest.fixture
@@ -161,6 +162,19 @@ def test_a_password_checks_out_and_a_wrong_one_or_unknown_email_alike_do_not(ctx
     assert service.sign_in("Reader@acme.test", "reader-pass-1").id == "u-reader"
     assert service.sign_in("reader@acme.test", "wrong") is None
     assert service.sign_in("nobody-here@acme.test", "reader-pass-1") is None
+
+
+def test_a_password_hashed_with_other_parameters_signs_in_and_is_hashed_anew(ctx):
+    """Hashes made before the parameters changed (argon2-cffi's default, 64 MiB) still verify,
+    and the next sign-in stores one with today's parameters."""
+    reader = db.session.get(User, "u-reader")
+    reader.password_hash = PasswordHasher().hash("reader-pass-1")
+    db.session.commit()
+    assert service.sign_in("reader@acme.test", "reader-pass-1").id == "u-reader"
+    db.session.commit()
+    stored = db.session.get(User, "u-reader").password_hash
+    assert "m=19456,t=2,p=1" in stored
+    assert service.sign_in("reader@acme.test", "reader-pass-1").id == "u-reader"
 
 
 @pytest.mark.parametrize("email", ["reader@acme.test", "nobody-here@acme.test"])
