@@ -9,7 +9,7 @@ from typing import Any
 from flask import Flask
 from flask_migrate import Migrate
 
-from .database import db, engine_options, install_sqlite_hooks
+from .database import db, engine_options, install_hooks
 
 migrate = Migrate()
 
@@ -56,7 +56,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         app, db, directory=str(Path(__file__).parent / "migrations"), render_as_batch=True
     )
     with app.app_context():
-        install_sqlite_hooks(db.engine)
+        install_hooks(db.engine, app.config["DB_BUSY_TIMEOUT_MS"] / 1000)
 
     from . import api, cli, errors, http, pages
 

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import fcntl
+import os
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,9 +41,10 @@ def set_writing(value: bool) -> None:
 
 @contextlib.contextmanager
 def reading() -> Iterator[None]:
-    """Run the block in a transaction of its own that only reads, even in a writing request:
-    on SQLite it takes no write lock, so the other workers' writes go on meanwhile."""
-    if not _writing.get():
+    """On SQLite, run the block in a transaction of its own that only reads, even in a writing
+    request: it takes no write lock, so the other workers' writes go on meanwhile. (PostgreSQL
+    locks only the rows a transaction writes: there the block simply runs.)"""
+    if not _writing.get() or db.session.get_bind().dialect.name != "sqlite":
         yield
         return
     _writing.set(False)
@@ -54,7 +59,9 @@ def engine_options(uri: str, busy_timeout_ms: int, statement_timeout_ms: int) ->
     """Engine options for the database named by `uri`."""
     if uri.startswith("postgresql"):
         return {
-            "pool_pre_ping": True,
+            # No ping before each checkout (a round trip every request): a connection found
+            # dead answers 503 `database-busy` once and the pool reconnects (see `is_busy`).
+            "pool_recycle": 1800,
             "connect_args": {
                 "options": f"-c lock_timeout={busy_timeout_ms} "
                 f"-c statement_timeout={statement_timeout_ms}",
@@ -63,10 +70,24 @@ def engine_options(uri: str, busy_timeout_ms: int, statement_timeout_ms: int) ->
     return {"connect_args": {"timeout": busy_timeout_ms / 1000, "check_same_thread": False}}
 
 
-def install_sqlite_hooks(engine: Engine) -> None:
-    """Take over SQLite's transaction handling so writers begin with BEGIN IMMEDIATE."""
-    if engine.dialect.name != "sqlite":
-        return
+def install_hooks(engine: Engine, busy_timeout_s: float) -> None:
+    """Transactions as each engine needs them: on SQLite writers begin with BEGIN IMMEDIATE;
+    on PostgreSQL reads run in autocommit."""
+    if engine.dialect.name == "postgresql":
+        _install_postgresql_hooks(engine)
+    elif engine.dialect.name == "sqlite":
+        _install_sqlite_hooks(engine, busy_timeout_s)
+
+
+def _install_postgresql_hooks(engine: Engine) -> None:
+    @event.listens_for(engine, "checkout")
+    def _checkout(dbapi_connection, _record, _proxy):
+        # A request that only reads runs each statement on its own: the snapshot per statement
+        # that READ COMMITTED gives inside a transaction too, without BEGIN and ROLLBACK.
+        dbapi_connection.autocommit = not _writing.get()
+
+
+def _install_sqlite_hooks(engine: Engine, busy_timeout_s: float) -> None:
 
     @event.listens_for(engine, "connect")
     def _connect(dbapi_connection, _record):
@@ -77,13 +98,73 @@ def install_sqlite_hooks(engine: Engine) -> None:
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
+    turns = _WriterTurns(engine.url.database, busy_timeout_s)
+
     @event.listens_for(engine, "begin")
     def _begin(conn):
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if _writing.get() else "BEGIN")
+        if not _writing.get():
+            conn.exec_driver_sql("BEGIN")
+            return
+        turns.take()
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:
+            turns.give_back()
+            raise
+
+    @event.listens_for(engine, "commit")
+    @event.listens_for(engine, "rollback")
+    def _end(_conn):
+        turns.give_back()
+
+
+class _WriterTurns:
+    """SQLite writers of all processes take turns on a lock file beside the database.
+
+    SQLite's own busy handler sleeps 1, 2, 5, 10… ms between tries for its write lock, so a
+    writer waited long after the lock was free; here the next writer goes within 0.2 ms. Past
+    the busy timeout a writer stops waiting its turn and lets SQLite's timeout decide (so a
+    writer held up by one that keeps the lock too long waits at most twice the timeout).
+    """
+
+    def __init__(self, database: str | None, timeout_s: float) -> None:
+        self.path = f"{database}.writers" if database and database != ":memory:" else None
+        self.timeout_s = timeout_s
+        self.fd, self.pid = -1, -1
+        self.mutex = threading.Lock()  # the threads of one process: flock is per process
+        self.mine = threading.local()
+
+    def take(self) -> None:
+        if self.path is None or getattr(self.mine, "turn", False):
+            return
+        if self.pid != os.getpid():  # opened after the fork, so each worker has its own
+            self.fd, self.pid = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600), os.getpid()
+        deadline = time.monotonic() + self.timeout_s
+        if not self.mutex.acquire(timeout=self.timeout_s):
+            return
+        while True:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self.mine.turn = True
+                return
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    self.mutex.release()
+                    return
+                time.sleep(0.0002)
+
+    def give_back(self) -> None:
+        if getattr(self.mine, "turn", False):
+            self.mine.turn = False
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            self.mutex.release()
 
 
 def is_busy(exc: BaseException) -> bool:
-    """True when the database refused in time: a lock wait, a timeout or a serialization failure."""
+    """True when the database could not answer, so a retry will do: a lock wait, a timeout, a
+    serialization failure, or a connection lost (SQLAlchemy then renews the pool's)."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
     if isinstance(exc, OperationalError) and "database is locked" in str(exc.orig):
         return True
     if isinstance(exc, DBAPIError):

@@ -2,7 +2,9 @@
 
 A request runs in one transaction that commits in `after_request`, after the answer is known, so
 the answer kept for an Idempotency-Key commits together with the change it reports. A request
-that failed rolled back in the error handler before this runs.
+that failed rolled back in the error handler before this runs. A request of any other method
+only reads: it is never committed (on PostgreSQL its statements run in autocommit), so no route
+may change anything on GET.
 """
 
 from __future__ import annotations

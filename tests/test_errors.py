@@ -14,6 +14,7 @@ from databases import write_lock
 
 from kindgi import create_app, service
 from kindgi.database import db
+from kindgi.pages import csrf
 
 CASES = f"/v1/agents/{AGENT}/test-set/cases"
 BODY = {"runId": "run-1", "answer": "right"}
@@ -274,9 +275,10 @@ def test_a_crash_is_a_500_internal_without_a_stack_trace_and_changes_nothing(app
         service.create_token(caller, "half-made", None)  # a change that must not survive
         raise RuntimeError("kaboom in /srv/kindgi/secret_module.py line 42")
 
-    crashing.add_url_rule("/v1/boom", "boom", boom)  # GET: outside the API, CSRF guards POSTs
+    # A writing request (reads never write: on PostgreSQL they are not even in a transaction)
+    crashing.add_url_rule("/v1/boom", "boom", csrf.exempt(boom), methods=["POST"])
     before = snapshot_db(app)
-    resp = crashing.test_client().get("/v1/boom", headers=admin())
+    resp = crashing.test_client().post("/v1/boom", headers=admin())
     assert resp.status_code == 500
     assert resp.mimetype == "application/json"
     assert error_of(resp)["code"] == "internal"

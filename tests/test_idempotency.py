@@ -5,28 +5,27 @@ The last test runs a real gunicorn with four worker processes on the test's data
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
-import socket
-import subprocess
 import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
 from conftest import AGENT, MULTI, P1, TOKENS, error_of, snapshot_db
+from live import gunicorn
 from sqlalchemy import text, update
 
 from kindgi import create_app, http, service
 from kindgi.database import db
 from kindgi.models import IdempotencyRecord
 
-ROOT = Path(__file__).resolve().parent.parent
 CASES = f"/v1/agents/{AGENT}/test-set/cases"
 COUNTS = f"/v1/agents/{AGENT}/test-set?projectId={P1}"
 BODY = {"runId": "run-1", "answer": "right"}
@@ -354,83 +353,17 @@ def test_simultaneous_requests_with_one_key_in_threads_make_exactly_one_case(app
     check_simultaneous(answers, case_ids(api) - before)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def server(app, tmp_path):
     """gunicorn, 4 worker processes, on the test's database (loaded by `app`); always killed."""
-    port, log_path = free_port(), tmp_path / "gunicorn.log"
-    env = {
-        **os.environ,
-        "KINDGI_SQLALCHEMY_DATABASE_URI": app.config["SQLALCHEMY_DATABASE_URI"],
-        "KINDGI_SECRET_KEY": "test-secret",
-    }
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [ROOT / ".venv/bin/gunicorn", "-w", "4", "-b", f"127.0.0.1:{port}", "app:app"],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, f"no answer in 30s:\n{log_path.read_text()}"
-            try:
-                if requests.get(base + COUNTS, headers=auth("admin"), timeout=2).ok:
-                    break
-            except requests.RequestException:  # not listening yet, or a worker still booting
-                time.sleep(0.1)
+    with gunicorn(app.config["SQLALCHEMY_DATABASE_URI"], tmp_path / "gunicorn.log") as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
 
 
-def test_simultaneous_requests_across_worker_processes_make_exactly_one_case(server):
-    n = 20
-    listing = f"{server}{CASES}?projectId={P1}&include=retired&limit=100"
-
-    def ids() -> set[str]:
-        resp = requests.get(listing, headers=auth("admin"), timeout=10)
-        assert resp.status_code == 200, resp.text
-        return {case["id"] for case in resp.json()["data"]}
-
-    for round_ in range(5):
-        key = f"k-round-{round_}-{uuid.uuid4().hex}"
-        headers = {**auth("admin"), "Idempotency-Key": key, "Content-Type": "application/json"}
-        barrier = threading.Barrier(n)
-
-        def send(_, headers=headers, barrier=barrier):
-            barrier.wait(timeout=10)
-            resp = requests.post(server + CASES, data=RAW, headers=headers, timeout=30)
-            return summary(resp.status_code, resp.headers, resp.content)
-
-        before = ids()
-        with ThreadPoolExecutor(n) as pool:
-            answers = list(pool.map(send, range(n), timeout=90))
-        check_simultaneous(answers, ids() - before)
-        ran = next(a for a in answers if a["status"] == 201 and not a["replayed"])
-        later = requests.post(server + CASES, data=RAW, headers=headers, timeout=30)
-        assert (later.status_code, later.content) == (201, ran["body"])
-        assert later.headers["Idempotent-Replayed"] == "true"
-
-
-# ---------------------------------------------------------------- under real load and faults
-
-
-def test_twenty_rounds_of_fifty_simultaneous_same_key_posts_across_workers_make_one_case_each(
-    server,
-):
-    n, rounds = 50, 20
+def same_key_rounds(server: str, rounds: int, n: int, tag: str) -> list[dict[str, Any]]:
+    """`rounds` rounds of `n` simultaneous POSTs of one case with one fresh key each, from
+    threads across the server's workers; each round checked as `check_simultaneous` says.
+    The answer of the request that ran, for each round."""
     listing = f"{server}{CASES}?projectId={P1}&include=retired&limit=100"
 
     def ids() -> set[str]:
@@ -438,8 +371,9 @@ def test_twenty_rounds_of_fifty_simultaneous_same_key_posts_across_workers_make_
         assert resp.status_code == 200, resp.text
         return {case["id"] for case in resp.json()["data"]}
 
+    ran = []
     for round_ in range(rounds):
-        key = f"k-fifty-{round_}-{uuid.uuid4().hex}"
+        key = f"k-{tag}-{round_}-{uuid.uuid4().hex}"
         headers = {**auth("admin"), "Idempotency-Key": key, "Content-Type": "application/json"}
         barrier = threading.Barrier(n)
 
@@ -452,6 +386,25 @@ def test_twenty_rounds_of_fifty_simultaneous_same_key_posts_across_workers_make_
         with ThreadPoolExecutor(n) as pool:
             answers = list(pool.map(send, range(n), timeout=120))
         check_simultaneous(answers, ids() - before)
+        ran.append({**next(a for a in answers if a["status"] == 201 and not a["replayed"]),
+                    "headers": headers})  # fmt: skip
+    return ran
+
+
+def test_simultaneous_requests_across_worker_processes_make_exactly_one_case(server):
+    for ran in same_key_rounds(server, rounds=5, n=20, tag="round"):
+        later = requests.post(server + CASES, data=RAW, headers=ran["headers"], timeout=30)
+        assert (later.status_code, later.content) == (201, ran["body"])
+        assert later.headers["Idempotent-Replayed"] == "true"
+
+
+# ---------------------------------------------------------------- under real load and faults
+
+
+def test_twenty_rounds_of_fifty_simultaneous_same_key_posts_across_workers_make_one_case_each(
+    server,
+):
+    assert len(same_key_rounds(server, rounds=20, n=50, tag="fifty")) == 20
 
 
 STALL_CONFIG = '''
@@ -475,10 +428,6 @@ def post_worker_init(worker):
 
 
 def test_a_claim_left_by_a_killed_worker_is_taken_over_once_its_lease_runs_out(app, tmp_path):
-    import contextlib
-
-    from live import gunicorn
-
     config, stall_file = tmp_path / "stall.py", tmp_path / "stalled.pid"
     config.write_text(STALL_CONFIG)
     lease = 3
@@ -565,8 +514,6 @@ def test_a_handler_that_raises_releases_its_key_and_changes_nothing(app, api):
 def test_simultaneous_token_posts_with_one_key_make_one_token_whose_secret_is_kept_nowhere(
     app, tmp_path
 ):
-    from live import gunicorn
-
     log = tmp_path / "gunicorn.log"
     env = {"GUNICORN_CMD_ARGS": "--access-logfile - --log-level debug"}
     with gunicorn(app.config["SQLALCHEMY_DATABASE_URI"], log, **env) as base:
