@@ -49,8 +49,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             app.config["DB_STATEMENT_TIMEOUT_MS"],
         ),
     )
-    app.json.sort_keys = False  # answers keep the order clients gave (args "as given")
-
     db.init_app(app)
     migrate.init_app(
         app, db, directory=str(Path(__file__).parent / "migrations"), render_as_batch=True
@@ -60,6 +58,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     from . import api, cli, errors, http, pages
 
+    app.json = http.JSONAnswers(app)
+    app.json.sort_keys = False  # answers keep the order clients gave (args "as given")
     http.register(app)
     errors.register(app)
     app.register_blueprint(api.bp)

@@ -4,6 +4,7 @@ corrections and tokens arrive (DESIGN §1, §2 and §6). Every refused write cha
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -72,6 +73,18 @@ def test_every_case_of_a_run_shares_the_snapshot_its_first_case_took(api):
     snapshots = [ok(api.get(case_url(c)))["snapshot"] for c in ("cor-1", "case-1", new["id"])]
     assert snapshots[0] == snapshots[1] == snapshots[2]
     assert snapshots[0]["input"] == RUNS["run-1"]["input"]
+
+
+def test_a_runs_content_comes_back_exactly_even_numbers_past_64_bits_and_any_text(api, client):
+    """Answers are written by orjson, which refuses integers past 64 bits: those answers fall
+    back to the standard library, so nothing a run reported comes back changed."""
+    output = {"big": 2**70, "negative": -(2**65), "small": 7, "half": 0.5, "text": "é✓🦜"}
+    run = record_run(api, output=output, input={"ids": [2**64, 2**63 - 1]})
+    assert run["output"] == output and run["input"] == {"ids": [2**64, 2**63 - 1]}
+    case = ok(api.post(CASES, {"runId": run["id"], "answer": "right"}), 201)
+    raw = client.get(case_url(case["id"]), headers={"Authorization": "Bearer kgi_admin"})
+    assert b"1180591620717411303424" in raw.data  # 2**70, digit for digit
+    assert json.loads(raw.data)["snapshot"]["output"] == output
 
 
 @pytest.mark.parametrize("case_id", ["cor-2", "cor-nope", "case-nope", "cor-g"])
