@@ -10,12 +10,14 @@ BIN     := $(VENV)/bin
 PORT    ?= 5000
 CASES   ?= 2000
 
-.PHONY: setup browser demo test lint
+.PHONY: setup tools demo test lint
 
-$(BIN)/flask: pyproject.toml
+# constraints.txt pins every package to the versions the suite last passed with
+# (refresh: .venv/bin/pip freeze --exclude-editable > constraints.txt).
+$(BIN)/flask: pyproject.toml constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
 	touch $@
 
 setup: $(BIN)/flask
@@ -24,10 +26,11 @@ demo: setup
 	$(BIN)/flask --app app kindgi demo --cases $(CASES)
 	$(BIN)/gunicorn --workers 2 --bind 127.0.0.1:$(PORT) app:app
 
-# The browser tests drive Debian's Chromium (never a browser download of Playwright's own).
-browser:
-	@command -v chromium >/dev/null || { \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+# Debian's packages the tests drive: Chromium for the browser tests (never a browser download of
+# Playwright's own) and wrk for the bench's smoke run.
+tools:
+	@command -v chromium >/dev/null && command -v wrk >/dev/null || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium wrk; }
 
 lint: setup
 	$(BIN)/ruff check .
@@ -35,7 +38,7 @@ lint: setup
 
 # The suite runs on SQLite, then again on PostgreSQL when KINDGI_TEST_DATABASE_URL names a server
 # (the tests make and drop their own databases there).
-test: setup browser lint
+test: setup tools lint
 	env -u KINDGI_TEST_DATABASE_URL $(BIN)/pytest -n 2 tests
 	@if [ -n "$$KINDGI_TEST_DATABASE_URL" ]; then \
 	  echo "== the same suite on PostgreSQL ($$KINDGI_TEST_DATABASE_URL)"; \

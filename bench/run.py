@@ -541,7 +541,7 @@ def run_engine(engine: str, args: argparse.Namespace, results: Results) -> None:
 class Bar:
     text: str
     need: str
-    values: dict[str, tuple[str, bool]]  # engine → (what was measured, met)
+    values: dict[str, tuple[str, bool | None]]  # engine → (measured, met; None: not a bar)
 
 
 def judge(results: Results, engines: list[str], sizes: list[int]) -> list[Bar]:
@@ -575,11 +575,13 @@ def judge(results: Results, engines: list[str], sizes: list[int]) -> list[Bar]:
         if all(figs):
             slowest = min(figs, key=lambda f: f.rps)
             errors = sum(f.errors for f in figs)
-            values[engine] = (
+            values[engine] = (  # the issue sets this bar on SQLite; PostgreSQL's is reported
                 f"{slowest.rps:,.0f} req/s at worst, {errors} errors",
-                slowest.rps >= 300 and errors == 0,
+                slowest.rps >= 300 and errors == 0 if engine == "sqlite" else None,
             )
-    bars.append(Bar("add a hand case (Idempotency-Key), every size", "≥ 300/s, 0 errors", values))
+    bars.append(
+        Bar("add a hand case (Idempotency-Key), every size", "≥ 300/s on SQLite, 0 errors", values)
+    )
     for what, unit, limit, text in (
         ("peak RSS per worker", "MB", 150, "peak RSS per worker at 1M"),
         ("build: kindgi demo", "s", 60, "kindgi demo --cases 1000000"),
@@ -664,7 +666,8 @@ def render(results: Results, bars: list[Bar], meta: dict[str, Any]) -> str:
             cells = []
             for engine in engines:
                 got = bar.values.get(engine)
-                cells.append("—" if got is None else f"{'✅' if got[1] else '❌ MISSED'} {got[0]}")
+                mark = {True: "✅ ", False: "❌ MISSED ", None: "(no bar) "}
+                cells.append("—" if got is None else mark[got[1]] + got[0])
             out.append(f"| {bar.text} | {bar.need} | " + " | ".join(cells) + " |")
         out += [
             "",
@@ -774,7 +777,7 @@ def main(argv: list[str] | None = None) -> int:
     print(report)
     args.out.write_text(report)
     log(f"wrote {args.out}")
-    missed = [b.text for b in bars for got in b.values.values() if not got[1]]
+    missed = [b.text for b in bars for got in b.values.values() if got[1] is False]
     errors = sum(f.errors or 0 for f in results.figures)
     if missed or errors:
         log(f"missed: {missed}; errors: {errors}")
