@@ -418,9 +418,9 @@ def week_of(at: datetime) -> date:
 TALLY_KEY = ("agent_pk", "project_id", "week", "kind", "retired", "expert")
 
 
-def _insert(table: Any) -> Any:
+def _insert(dialect: str, table: Any) -> Any:
     """The dialect's INSERT (it has ON CONFLICT), for prebuilt statements."""
-    if db.session.get_bind().dialect.name == "postgresql":
+    if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     else:
         from sqlalchemy.dialects.sqlite import insert
@@ -430,7 +430,9 @@ def _insert(table: Any) -> Any:
 @cache
 def _tally_upsert(dialect: str) -> Any:
     """`INSERT … ON CONFLICT DO UPDATE SET n = n + :n`, built once per dialect."""
-    stmt = _insert(Tally.__table__).values({name: bindparam(name) for name in (*TALLY_KEY, "n")})
+    stmt = _insert(dialect, Tally.__table__).values(
+        {name: bindparam(name) for name in (*TALLY_KEY, "n")}
+    )
     return stmt.on_conflict_do_update(
         index_elements=list(TALLY_KEY), set_={"n": Tally.n + stmt.excluded.n}
     )
@@ -1088,7 +1090,7 @@ def _claim(dialect: str) -> Any:
     """A new claim of a key, or nothing where the caller has one already: built once."""
     columns = ("scope", "key", "fingerprint", "created_at", "lease_until")
     return (
-        _insert(IdempotencyRecord.__table__)
+        _insert(dialect, IdempotencyRecord.__table__)
         .values({name: bindparam(name) for name in columns})
         .on_conflict_do_nothing()
         .returning(IdempotencyRecord.key)  # a row only if it was claimed now
