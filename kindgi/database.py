@@ -112,9 +112,10 @@ def _install_sqlite_hooks(engine: Engine, busy_timeout_s: float) -> None:
             turns.give_back()
             raise
 
-    @event.listens_for(engine, "commit")
-    @event.listens_for(engine, "rollback")
-    def _end(_conn):
+    @event.listens_for(engine, "checkin")
+    def _end(_dbapi_connection, _record):
+        # Back in the pool, so its transaction has ended (the "commit" event comes before the
+        # COMMIT itself: the next writer would find the lock still held, and sleep)
         turns.give_back()
 
 
