@@ -181,21 +181,12 @@ def authenticate(authorization: str | None) -> Principal:
     )
 
 
-def _principal(kind: str, principal_id: str, token_id: str | None = None) -> Principal | None:
-    if kind == "user":
-        user = db.session.get(User, principal_id)
-        if user is None:
-            return None
-        return Principal("user", user.id, user.tenant_id, user.admin, token_id, user.name)
-    svc = db.session.get(Service, principal_id)
-    if svc is None:
-        return None
-    return Principal("service", svc.id, svc.tenant_id, False, token_id, svc.name)
-
-
 def user_principal(user_id: str) -> Principal | None:
     """The principal of a signed-in browser session."""
-    return _principal("user", user_id)
+    user = db.session.get(User, user_id)
+    if user is None:
+        return None
+    return Principal("user", user.id, user.tenant_id, user.admin, None, user.name)
 
 
 LOGIN_WINDOW = timedelta(minutes=15)
@@ -237,7 +228,7 @@ def sign_in(email: str, password: str) -> Principal | None:
     db.session.execute(delete(LoginFailure).where(LoginFailure.email_key == key))
     if _hasher.check_needs_rehash(user.password_hash):
         db.session.get(User, user.id).password_hash = _hasher.hash(password)
-    return _principal("user", user.id)
+    return user_principal(user.id)
 
 
 _DUMMY_HASH = _hasher.hash("not a password anyone has")
