@@ -22,7 +22,20 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from flask import current_app
 from jsonpointer import EndOfList, JsonPointer, JsonPointerException
-from sqlalchemy import Select, and_, bindparam, delete, exists, func, or_, select, tuple_, update
+from sqlalchemy import (
+    DateTime,
+    Row,
+    Select,
+    and_,
+    bindparam,
+    delete,
+    exists,
+    func,
+    or_,
+    select,
+    tuple_,
+    update,
+)
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql.elements import ColumnElement
@@ -829,16 +842,43 @@ def restore_case(caller: Principal, agent_id: str, case_id: str) -> Case:
 # ---------------------------------------------------------------- adding cases and corrections
 
 
-def _run_of(caller: Principal, agent: AgentRef, run_id: str) -> Run:
-    run = db.session.get(Run, run_id)
-    if run is None or run.tenant_id != caller.tenant_id:
+# The agent, and the run of the tenant's that a case is to be made from, in one query: none of
+# the run's content, which the case's snapshot copies in SQL.
+_AGENT_AND_RUN = (
+    select(
+        Agent.pk,
+        Agent.id,
+        Run.id.label("run_id"),
+        Run.agent_pk.label("run_agent_pk"),
+        Run.project_id,
+        Run.version,
+        Run.status,
+        Run.erased,
+        Run.replay_of,
+    )
+    .outerjoin(Run, and_(Run.id == bindparam("run"), Run.tenant_id == Agent.tenant_id))
+    .where(Agent.tenant_id == bindparam("tenant"), Agent.id == bindparam("agent"))
+)
+
+
+def _agent_and_run(caller: Principal, agent_id: str, run_id: str) -> tuple[AgentRef, Row[Any]]:
+    """The agent and one of its runs; else 404 `agent-not-found`, 404 `run-not-found` or 422
+    `run-not-of-agent`, in that order."""
+    row = (
+        _sql()
+        .execute(_AGENT_AND_RUN, {"tenant": caller.tenant_id, "agent": agent_id, "run": run_id})
+        .first()
+    )
+    if row is None:
+        raise AgentNotFound()
+    if row.run_id is None:
         raise RunNotFound()
-    if run.agent_pk != agent.pk:
+    if row.run_agent_pk != row.pk:
         raise RunNotOfAgent()
-    return run
+    return AgentRef(row.pk, row.id), row
 
 
-def _check_run_can_be_case(run: Run) -> None:
+def _check_run_can_be_case(run: Row[Any]) -> None:
     if run.replay_of is not None:
         raise RunIsReplay()
     if run.erased:
@@ -871,15 +911,23 @@ def expect_of(body: dict[str, Any]) -> dict[str, Any]:
 _MISSING = object()
 
 
-def _snapshot(run: Run, now: datetime) -> Snapshot:
-    """The run's snapshot, taken now by its first correction or case."""
-    snap = db.session.get(Snapshot, run.id)
-    if snap is None:
-        snap = Snapshot(
-            run_id=run.id, input=run.input, output=run.output, calls=run.calls, taken_at=now
+@cache
+def _take_snapshot(dialect: str) -> Any:
+    """A run's first case takes its snapshot and later ones keep it: `INSERT … SELECT … ON
+    CONFLICT DO NOTHING`, built once per dialect, so the content never passes through Python."""
+    return (
+        _insert(dialect, Snapshot.__table__)
+        .from_select(
+            ["run_id", "input", "output", "calls", "taken_at"],
+            select(
+                Run.id, Run.input, Run.output, Run.calls, bindparam("now", type_=DateTime)
+            ).where(Run.id == bindparam("run")),
         )
-        db.session.add(snap)
-    return snap
+        .on_conflict_do_nothing()
+    )
+
+
+_SNAPSHOT_OUTPUT = select(Snapshot.output).where(Snapshot.run_id == bindparam("run"))
 
 
 def _check_items(items: Iterable[dict[str, Any]], output: Any) -> None:
@@ -902,35 +950,39 @@ def _check_items(items: Iterable[dict[str, Any]], output: Any) -> None:
 
 
 def _new_case(
-    caller: Principal, agent: AgentRef, run: Run, body: dict[str, Any], **kw: Any
+    caller: Principal, agent: AgentRef, run: Row[Any], body: dict[str, Any], **kw: Any
 ) -> Case:
+    """Insert a case (in Core: no unit of work for one row) and count it; the case as a model
+    outside the session, for its answer."""
     now = clock()
-    snap = _snapshot(run, now)
-    _check_items(body.get("items", []), snap.output)
+    dialect = db.session.get_bind().dialect.name
+    _sql().execute(_take_snapshot(dialect), {"run": run.run_id, "now": now})
+    items = body.get("items", [])
+    if any("pointer" in item for item in items):
+        _check_items(items, _sql().execute(_SNAPSHOT_OUTPUT, {"run": run.run_id}).scalar_one())
     by = caller.actor
-    case = Case(
-        tenant_id=caller.tenant_id,
-        agent_pk=agent.pk,
-        project_id=run.project_id,
-        run_id=run.id,
-        made_on=run.version,
-        expect=expect_of(body),
-        added_by_kind=by["kind"],
-        added_by_id=by["id"],
-        added_at=now,
-        updated_at=now,
+    values = {
+        "tenant_id": caller.tenant_id,
+        "agent_pk": agent.pk,
+        "project_id": run.project_id,
+        "run_id": run.run_id,
+        "made_on": run.version,
+        "expect": expect_of(body),
+        "added_by_kind": by["kind"],
+        "added_by_id": by["id"],
+        "added_at": now,
+        "updated_at": now,
         **kw,
-    )
-    db.session.add(case)
+    }
+    _sql().execute(Case.__table__.insert(), values)
+    case = Case(**values)
     _tally(case, +1)
-    db.session.flush()
     return case
 
 
 def add_hand_case(caller: Principal, agent_id: str, body: dict[str, Any]) -> Case:
     """A case by hand from a correction's body on one of the agent's finished runs."""
-    agent = _agent(caller, agent_id)
-    run = _run_of(caller, agent, body["runId"])
+    agent, run = _agent_and_run(caller, agent_id, body["runId"])
     _require_publish(caller, agent, run.project_id)
     _check_run_can_be_case(run)
     return _new_case(caller, agent, run, body, id=new_id("case"), kind="hand", expert=True)
@@ -938,8 +990,7 @@ def add_hand_case(caller: Principal, agent_id: str, body: dict[str, Any]) -> Cas
 
 def record_correction(caller: Principal, agent_id: str, run_id: str, body: dict[str, Any]) -> Case:
     """An expert's verdict on a finished run; it is a case while its status keeps it one."""
-    agent = _agent(caller, agent_id)
-    run = _run_of(caller, agent, run_id)
+    agent, run = _agent_and_run(caller, agent_id, run_id)
     _require(caller, [("write", "project", run.project_id)])
     _check_run_can_be_case(run)
     restricted = False

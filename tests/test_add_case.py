@@ -8,12 +8,14 @@ error envelopes are DESIGN §2-3. Each table row starts with the sentence that n
 from __future__ import annotations
 
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 import rfc8785
-from conftest import AGENT, MULTI, P1, P2, P3, WORLD, error_of
+from conftest import AGENT, MULTI, P1, P2, P3, TOKENS, WORLD, error_of
 
 PARROT = "🦜"  # one code point, two UTF-16 units, four UTF-8 bytes
 RUN_1 = next(run for run in WORLD["runs"] if run["id"] == "run-1")
@@ -458,3 +460,23 @@ def test_the_first_case_of_a_run_stores_its_snapshot_and_later_cases_share_it(ap
     shown = [api.get(f"{cases_url()}/{c['id']}").get_json() for c in (first, second)]
     assert content(shown[0]["snapshot"]) == content(fresh_run)
     assert shown[1]["snapshot"] == shown[0]["snapshot"]
+
+
+def test_first_cases_of_a_run_added_at_once_all_succeed_and_share_one_snapshot(app, api, fresh_run):
+    """The snapshot is taken by whichever case comes first; the others, waiting on it, keep it
+    (on PostgreSQL these transactions really overlap)."""
+    n = 8
+    barrier = threading.Barrier(n)
+
+    def send(i: int):
+        client = app.test_client()
+        barrier.wait(timeout=10)
+        headers = {"Authorization": f"Bearer {TOKENS['admin']}"}
+        return client.post(cases_url(), json=body(fresh_run["id"], answer="right"), headers=headers)
+
+    with ThreadPoolExecutor(n) as pool:
+        answers = list(pool.map(send, range(n), timeout=60))
+    assert [a.status_code for a in answers] == [201] * n, [a.get_json() for a in answers]
+    shown = [api.get(f"{cases_url()}/{a.get_json()['id']}").get_json() for a in answers]
+    assert len({json.dumps(s["snapshot"], sort_keys=True) for s in shown}) == 1
+    assert content(shown[0]["snapshot"]) == content(fresh_run)
