@@ -406,7 +406,7 @@ def prepare(target: Target, creds: dict[str, str]) -> None:
 
 def measure(target: Target, what: str, seconds: int, warmup: int) -> dict[str, Any]:
     """One round of one measure against one size: wrk's results, and the CPU time the server's
-    workers spent on it (which other load on the machine does not inflate)."""
+    workers spent on it (which other load on the machine moves less than it moves req/s)."""
     url, headers, post = target.requests[what]
     server = target.raw if what == RAW else target.app
     if warmup:
@@ -663,7 +663,8 @@ def render(results: Results, bars: list[Bar], meta: dict[str, Any]) -> str:
         "sets), so a passing disturbance falls on the sizes alike. req/s is all requests over "
         "all rounds' time; p50 and p99 are of all their requests (wrk's histograms merged); "
         "server CPU is what the server's workers used per request (from /proc), which other "
-        f"load on the machine does not inflate. Agent `{AGENT}`, project `{PROJECT}` (a third "
+        "load on the machine moves less than req/s, but still moves (a busy host's cores and "
+        f"caches run slower). Agent `{AGENT}`, project `{PROJECT}` (a third "
         "of the cases).",
         "",
     ]
@@ -681,7 +682,7 @@ def render(results: Results, bars: list[Bar], meta: dict[str, Any]) -> str:
         out += [
             "",
             'Ratios are judged on req/s. "By server CPU" is the same ratio from the workers\' '
-            "CPU time per request, which other load on the machine does not move: where the two "
+            "CPU time per request, which other load on the machine moves less: where the two "
             "disagree, the machine was disturbed during the run.",
             "",
         ]
