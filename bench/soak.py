@@ -27,8 +27,6 @@ import multiprocessing
 import os
 import random
 import re
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -43,6 +41,10 @@ from typing import Any, ClassVar
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from live import gunicorn_master  # noqa: E402  (the tests' gunicorn launcher)
+
 WORLD = ROOT / "tests" / "world.json"
 P1 = "2489e9ad-2ee2-8e00-8ec9-32d5f69181c0"
 P2 = "b1f1c0de-0000-4000-8000-000000000002"
@@ -86,42 +88,6 @@ def load_world(url: str) -> None:
         [str(ROOT / ".venv/bin/flask"), "--app", "app", "kindgi", "load", str(WORLD)],
         cwd=ROOT, env=env, check=True, capture_output=True,
     )  # fmt: skip
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_gunicorn(url: str, workers: int, log: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = {**os.environ, "KINDGI_SQLALCHEMY_DATABASE_URI": url, "KINDGI_SECRET_KEY": "soak"}
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(ROOT / ".venv/bin/gunicorn"), "-w", str(workers), "-b", f"127.0.0.1:{port}",
-             "app:app"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"gunicorn did not start:\n{log.read_text()}")
-        try:
-            requests.get(base + "/v1/openapi.json", timeout=2).raise_for_status()
-            return proc, base
-        except requests.RequestException:
-            time.sleep(0.2)
-
-
-def stop_gunicorn(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
 
 
 def worker_pids(master: int) -> list[int]:
@@ -367,29 +333,29 @@ def main() -> int:
         url, drop = fresh_database(args.database_url, Path(tmp))
         try:
             load_world(url)
-            proc, base = start_gunicorn(url, args.workers, Path(tmp) / "gunicorn.log")
-            watch = MemoryWatch(proc.pid)
-            watch.start()
-            started = time.monotonic()
-            until = started + args.minutes * 60
-            try:
-                with multiprocessing.get_context("fork").Pool(args.clients) as pool:
-                    results = pool.map(
-                        client_process, [(base, seed, until) for seed in range(args.clients)]
-                    )
-                elapsed = time.monotonic() - started
-                listed = {s: listed_ids(base, *s) for s in SETS}
-                counted = {}
-                for agent, project in SETS:
-                    counts = requests.get(f"{base}/v1/agents/{agent}/test-set",
-                                          params={"projectId": project}, headers=ADMIN,
-                                          timeout=60).json()["cases"]  # fmt: skip
-                    counted[(agent, project)] = counts["active"] + counts["retired"]
-            finally:
-                watch.stopping.set()
-                watch.join(10)
-                gunicorn_log = (Path(tmp) / "gunicorn.log").read_text(errors="replace")
-                stop_gunicorn(proc)
+            log = Path(tmp) / "gunicorn.log"
+            with gunicorn_master(url, log, args.workers) as (master, base):
+                watch = MemoryWatch(master.pid)
+                watch.start()
+                started = time.monotonic()
+                until = started + args.minutes * 60
+                try:
+                    with multiprocessing.get_context("fork").Pool(args.clients) as pool:
+                        results = pool.map(
+                            client_process, [(base, seed, until) for seed in range(args.clients)]
+                        )
+                    elapsed = time.monotonic() - started
+                    listed = {s: listed_ids(base, *s) for s in SETS}
+                    counted = {}
+                    for agent, project in SETS:
+                        counts = requests.get(f"{base}/v1/agents/{agent}/test-set",
+                                              params={"projectId": project}, headers=ADMIN,
+                                              timeout=60).json()["cases"]  # fmt: skip
+                        counted[(agent, project)] = counts["active"] + counts["retired"]
+                finally:
+                    watch.stopping.set()
+                    watch.join(10)
+                    gunicorn_log = log.read_text(errors="replace")  # before the master stops
         finally:
             drop()
 

@@ -140,7 +140,8 @@ def create_token():
 
 @bp.get("/tokens")
 def list_tokens():
-    return jsonify(schemas.dump(schemas.TokenList, {"data": service.list_tokens(g.caller)}))
+    page = service.list_tokens(g.caller, **query(schemas.Paging))
+    return jsonify(page.as_json(lambda token: schemas.dump(schemas.TokenOut, token)))
 
 
 @bp.delete("/tokens/<token_id>")

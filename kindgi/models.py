@@ -69,7 +69,10 @@ class Token(db.Model):
     expires_at: Mapped[datetime | None] = mapped_column(DateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime)
 
-    __table_args__ = (Index("ix_tokens_principal", "principal_kind", "principal_id"),)
+    # A principal's tokens, newest first (the list's keyset order)
+    __table_args__ = (
+        Index("ix_tokens_list", "principal_kind", "principal_id", "created_at", "id"),
+    )
 
 
 class Project(db.Model):

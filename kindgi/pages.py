@@ -319,9 +319,11 @@ def tokens():
         except DomainError as err:
             errors = (err.details or {}).get("fields", {})
             status = 400
+    page = service.list_tokens(current_user, **schemas.load(schemas.Paging, request.args.to_dict()))
     response = render_template(
         "tokens.html",
-        tokens=service.list_tokens(current_user),
+        page=page,
+        more_url=_more_url(page),
         created=created,
         errors=errors,
         now=service.clock(),

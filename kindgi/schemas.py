@@ -287,9 +287,15 @@ class TestSetQuery(QuerySchema):
     projectId = ProjectId(required=True)
 
 
-class PageQuery(TestSetQuery):
+class Paging(QuerySchema):
+    """A page of a list: how many, and where the last page ended."""
+
     limit = WholeNumber(load_default=25, validate=validate.Range(min=1, max=100))
     cursor = fields.String(validate=validate.Length(min=1))
+
+
+class PageQuery(TestSetQuery, Paging):
+    """A page of one of an agent's lists in a project."""
 
 
 class CasesQuery(PageQuery):
@@ -421,10 +427,15 @@ class CaseDetailOut(CaseOut):
     )
 
 
-class CasePage(Schema):
-    data = fields.List(fields.Nested(CaseOut), required=True)
+class _Page(Schema):
+    """A list's page: `data`, and where the next page starts while there is one."""
+
     nextCursor = fields.String()
     hasMore = fields.Boolean(required=True)
+
+
+class CasePage(_Page):
+    data = fields.List(fields.Nested(CaseOut), required=True)
 
 
 class CaseCounts(Schema):
@@ -460,10 +471,8 @@ class RunOut(OmitEmpty):
     at = Timestamp(required=True)
 
 
-class RunPage(Schema):
+class RunPage(_Page):
     data = fields.List(fields.Nested(RunOut), required=True)
-    nextCursor = fields.String()
-    hasMore = fields.Boolean(required=True)
 
 
 class CorrectionOut(OmitEmpty):
@@ -492,7 +501,7 @@ class NewTokenOut(TokenOut):
     secret = fields.String(required=True, metadata={"description": "Shown this once only."})
 
 
-class TokenList(Schema):
+class TokenPage(_Page):
     data = fields.List(fields.Nested(TokenOut), required=True)
 
 

@@ -1096,13 +1096,26 @@ def create_token(caller: Principal, name: str, expires_at: datetime | None) -> t
     return token, secret
 
 
-def list_tokens(caller: Principal) -> list[Token]:
-    return list(
-        db.session.scalars(
-            select(Token)
-            .where(Token.principal_kind == caller.kind, Token.principal_id == caller.id)
-            .order_by(Token.created_at.desc(), Token.id.desc())
-        )
+# What the tokens list shows of a token (the position first): never its secret's hash.
+_TOKEN_COLUMNS = (Token.created_at, Token.id, Token.name, Token.expires_at, Token.revoked_at)
+
+
+@cache
+def _tokens_query(after: bool) -> Select[Any]:
+    query = select(*_TOKEN_COLUMNS).where(
+        Token.principal_kind == bindparam("kind"), Token.principal_id == bindparam("principal")
+    )
+    return _newest_first(query, Token.created_at, Token.id, after)
+
+
+def list_tokens(caller: Principal, *, limit: int = 25, cursor: str | None = None) -> Page:
+    """One page of the caller's own tokens, newest first, revoked and expired ones included."""
+    return _keyset_page(
+        _tokens_query,
+        {"kind": caller.kind, "principal": caller.id},
+        limit,
+        cursor,
+        {"list": "tokens", "caller": caller.scope},
     )
 
 

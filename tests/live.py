@@ -1,4 +1,5 @@
-"""Live servers for tests that need real processes: gunicorn masters on the test's database."""
+"""Live servers for tests that need real processes (and for bench/soak.py): gunicorn masters on
+the test's database."""
 
 from __future__ import annotations
 
@@ -26,6 +27,15 @@ def free_port() -> int:
 def gunicorn(database_url: str, log_path: Path, workers: int = 4, **env: str) -> Iterator[str]:
     """A gunicorn master with `workers` processes serving the app on `database_url`; its base
     URL while the block runs, and always stopped (killed if it won't stop) afterwards."""
+    with gunicorn_master(database_url, log_path, workers, **env) as (_master, base):
+        yield base
+
+
+@contextmanager
+def gunicorn_master(
+    database_url: str, log_path: Path, workers: int = 4, **env: str
+) -> Iterator[tuple[subprocess.Popen, str]]:
+    """As `gunicorn`, with the master's process too (whose children are the workers)."""
     port = free_port()
     environ = {
         **os.environ,
@@ -60,7 +70,7 @@ def gunicorn(database_url: str, log_path: Path, workers: int = 4, **env: str) ->
                 break
             except requests.RequestException:  # not listening yet, or a worker still booting
                 time.sleep(0.1)
-        yield base
+        yield proc, base
     finally:
         proc.terminate()
         try:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from conftest import AGENT, P1, app_on
+from conftest import AGENT, P1, TOKENS, app_on
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from werkzeug.serving import make_server
 
@@ -219,6 +219,28 @@ def test_a_user_creates_a_token_uses_it_and_revokes_it(page, server):
     )
     page.reload()
     assert secret not in page.content()  # shown once only
+
+
+def test_a_user_with_many_tokens_sees_them_a_page_at_a_time(page, server):
+    headers = {"Authorization": f"Bearer {TOKENS['writer']}"}
+    for i in range(30):
+        made = requests.post(
+            f"{server}/v1/tokens", json={"name": f"many {i:02d}"}, headers=headers, timeout=10
+        )
+        assert made.status_code == 201, made.text
+    listed = requests.get(f"{server}/v1/tokens?limit=100", headers=headers, timeout=10).json()
+    assert listed["hasMore"] is False
+    sign_in(page, server, "writer@acme.test", "writer-pass-1")
+    page.get_by_role("link", name="API tokens").click()
+    names = page.locator("table tbody tr td:first-child")
+    seen = names.all_inner_texts()
+    assert len(seen) == 25
+    while page.get_by_role("link", name="Older tokens").count():
+        page.get_by_role("link", name="Older tokens").click()
+        seen += names.all_inner_texts()
+    assert seen == [token["name"] for token in listed["data"]]
+    page.get_by_role("link", name="← Back to the newest tokens").click()
+    assert names.all_inner_texts()[:25] == seen[:25]
 
 
 def test_a_reader_is_not_offered_what_they_may_not_do_and_is_refused_it_anyway(page, server):

@@ -294,11 +294,15 @@ def negative_data_is_refused(ctx, response, case) -> None:
     """schemathesis' `negative_data_rejection`, where a 405 is a refusal too: an empty path
     segment, the only way to break a string path parameter, names another route. An operation
     with nothing to break (no parameters, no body) has no negative data, and neither has a
-    header or path segment "of another type": `{}`, `null` or `0` in a header is text."""
+    header or path segment "of another type": `{}`, `null` or `0` in a header is text. Nor is
+    a query string with parameters the operation doesn't know, which are ignored (API
+    conventions 2.3), if the answer's status is the same without them."""
     definition = case.operation.definition.raw
     if not definition.get("parameters") and "requestBody" not in definition:
         return
     meta = case.meta
+    if response.status_code < 400 and _answered_as_without_unknown_query_parameters(case, response):
+        return
     if meta is not None and meta.parameter_location in ("header", "path"):
         if meta.description == "Incorrect type":
             return  # a header or a path segment is a string whatever its text
@@ -306,6 +310,18 @@ def negative_data_is_refused(ctx, response, case) -> None:
         return  # "negated" into a value the schema allows (null where it may be null)
     ctx.config.negative_data_rejection.allowed_statuses.append("405")
     negative_data_rejection(ctx, response, case)
+
+
+def _answered_as_without_unknown_query_parameters(case, response) -> bool:
+    params = case.operation.definition.raw.get("parameters", [])
+    known = {p["name"] for p in params if p["in"] == "query"}
+    query = case.query or {}
+    if set(query) <= known:
+        return False
+    again = case.partial_deepcopy()
+    again.query = {name: value for name, value in query.items() if name in known}
+    plain = again.call(headers=dict(response.request.headers))
+    return plain.status_code == response.status_code
 
 
 def _body_is_valid(case) -> bool:

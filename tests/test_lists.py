@@ -39,6 +39,13 @@ def runs_url(agent: str = AGENT, project: str = P1, **params: Any) -> str:
     return f"/v1/agents/{agent}/runs?{urlencode({'projectId': project, **params})}"
 
 
+TOKENS_URL = "/v1/tokens"
+
+
+def tokens_url(**params: Any) -> str:
+    return f"{TOKENS_URL}?{urlencode(params)}"
+
+
 def ids(body: dict[str, Any]) -> list[str]:
     return [item["id"] for item in body["data"]]
 
@@ -387,6 +394,8 @@ def test_a_cursor_is_opaque(api):
         (cases_url(limit=1), runs_url(limit=1)),
         (runs_url(limit=1), cases_url(limit=1)),
         (runs_url(limit=1), runs_url(limit=1, status="finished")),
+        (cases_url(limit=1), TOKENS_URL + "?limit=1"),
+        (TOKENS_URL + "?limit=1", cases_url(limit=1)),
     ],
 )
 def test_a_cursor_used_on_another_list_or_filter_is_a_mismatch(api, load, origin, elsewhere):
@@ -514,3 +523,40 @@ def test_every_case_answers_exactly_what_its_documented_schema_dumps(app, api):
             documented = json.dumps(schemas.dump(schemas.CaseOut, case))
             assert json.dumps(schemas.case_json(case)) == documented, case.id
             assert json.dumps(schemas.case_json(row)) == documented, case.id
+
+
+# ---------------------------------------------------------------- the caller's tokens
+
+
+def test_tokens_are_listed_newest_first_a_page_at_a_time_each_once_without_secrets(api, set_clock):
+    made = []
+    for i in range(30):
+        set_clock(T0 + timedelta(minutes=i // 2))  # two to a minute: ties go by id
+        made.append(ok(api.post(TOKENS_URL, {"name": f"t{i}"}, as_="reader"), 201))
+    world_tokens = [t["id"] for t in WORLD["tokens"] if t["principal"] == "u-reader"]
+    pages = walk(api, tokens_url, 7, as_="reader")
+    seen = [token for page in pages for token in page["data"]]
+    newest = sorted(made, key=lambda t: (t["createdAt"], t["id"]), reverse=True)
+    assert [t["id"] for t in seen] == [t["id"] for t in newest] + world_tokens
+    assert all(set(t) <= {"id", "name", "createdAt", "expiresAt", "revokedAt"} for t in seen)
+    assert ids(ok(api.get(tokens_url(limit=100), as_="reader"))) == [t["id"] for t in seen]
+
+
+def test_revoked_and_expired_tokens_are_listed_with_their_state(api):
+    listed = {t["id"]: t for t in ok(api.get(tokens_url(limit=100)))["data"]}
+    assert {"tok-admin", "tok-expired", "tok-revoked"} <= set(listed)
+    assert "revokedAt" in listed["tok-revoked"] and "revokedAt" not in listed["tok-admin"]
+    assert listed["tok-expired"]["expiresAt"] is not None
+
+
+@pytest.mark.parametrize("limit", ["0", "101", "abc", ""])
+def test_a_tokens_limit_outside_1_to_100_is_refused(api, limit):
+    assert (
+        "limit" in refused(api.get(tokens_url(limit=limit)), 400, "bad-input")["details"]["fields"]
+    )
+
+
+def test_a_tokens_cursor_used_by_another_user_is_a_mismatch(api):
+    cursor = first_cursor(api, tokens_url(limit=1))
+    resp = api.get(tokens_url(limit=1, cursor=cursor), as_="reader")
+    assert bad_cursor_reason(resp) == "cursor-mismatch"
