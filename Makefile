@@ -23,7 +23,7 @@ $(BIN)/flask: pyproject.toml constraints.txt
 setup: $(BIN)/flask
 
 demo: setup
-	$(BIN)/flask --app app kindgi demo --cases $(CASES)
+	$(BIN)/flask --app app kindgi demo --cases $(CASES) --url http://127.0.0.1:$(PORT)
 	$(BIN)/gunicorn --workers 2 --bind 127.0.0.1:$(PORT) app:app
 
 # Debian's packages the tests drive: Chromium for the browser tests (never a browser download of

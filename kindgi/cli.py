@@ -54,8 +54,15 @@ def load_command(path: Path) -> None:
     help="How many cases to generate.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the credentials as JSON.")
-def demo_command(cases: int, as_json: bool) -> None:
+@click.option(
+    "--url",
+    default="http://127.0.0.1:5000",
+    show_default=True,
+    help="Where the app will be served, for the instructions printed (not with --json).",
+)
+def demo_command(cases: int, as_json: bool, url: str) -> None:
     """Load a generated demo world (once) and print how to sign in and a fresh API token."""
+    url = url.rstrip("/")
     set_writing(True)
     ensure_schema()
     started = time.monotonic()
@@ -85,14 +92,14 @@ def demo_command(cases: int, as_json: bool) -> None:
     click.echo(note, err=True)
     click.echo(
         f"""
-Sign in at http://127.0.0.1:5000/login as {demo.EMAIL} with password {password}
+Sign in at {url}/login as {demo.EMAIL} with password {password}
 
 Try the API:
   export TOKEN={token}
   curl -s -H "Authorization: Bearer $TOKEN" \\
-    'http://127.0.0.1:5000/v1/agents/{agent_id}/test-set?projectId={projects[0]}'
+    '{url}/v1/agents/{agent_id}/test-set?projectId={projects[0]}'
   curl -s -H "Authorization: Bearer $TOKEN" \\
-    'http://127.0.0.1:5000/v1/agents/{agent_id}/test-set/cases?projectId={projects[0]}&limit=2'
+    '{url}/v1/agents/{agent_id}/test-set/cases?projectId={projects[0]}&limit=2'
 """.rstrip(),
         file=sys.stdout,
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from conftest import WORLD, app_on, snapshot_db
@@ -144,6 +145,21 @@ def test_demo_prints_working_credentials_as_json_and_is_safe_to_run_twice(empty_
     assert again["token"] != creds["token"]
     resp = client.get(url, headers={"Authorization": f"Bearer {again['token']}"})
     assert resp.get_json() == counts  # same data, not loaded twice
+
+
+def test_demo_prints_how_to_sign_in_and_call_the_api_where_it_is_served(empty_app):
+    result = empty_app.test_cli_runner().invoke(
+        args=["kindgi", "demo", "--cases", "300", "--url", "http://127.0.0.1:5077"]
+    )
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "Sign in at http://127.0.0.1:5077/login as " in out
+    token = re.search(r"export TOKEN=(\S+)", out).group(1)
+    urls = re.findall(r"'http://127\.0\.0\.1:5077(/v1/[^']+)'", out)
+    assert len(urls) == 2 and "5000" not in out
+    client = empty_app.test_client()
+    for url in urls:
+        assert client.get(url, headers={"Authorization": f"Bearer {token}"}).status_code == 200
 
 
 def test_demo_makes_a_realistic_mix(empty_app):
