@@ -29,7 +29,7 @@ from flask_wtf.csrf import CSRFProtect
 from jsonpointer import JsonPointerException, resolve_pointer
 
 from . import schemas, service
-from .errors import DomainError, TooManyAttempts, bad_input
+from .errors import BadInput, DomainError, TooManyAttempts, bad_input
 
 bp = Blueprint("pages", __name__)
 login_manager = LoginManager()
@@ -305,10 +305,19 @@ def new_case(agent_id: str):
 @bp.route("/tokens", methods=["GET", "POST"])
 @login_required
 def tokens():
+    """The caller's tokens a page at a time; a POST makes one and shows the first page, where
+    the new token is (the query string of a POST is not read)."""
     created = None
     errors: dict[str, list[str]] = {}
     status = 200
-    if request.method == "POST":
+    if request.method == "GET":
+        try:
+            paging = schemas.load(schemas.Paging, request.args.to_dict())
+            page = service.list_tokens(current_user, **paging)
+        except BadInput:  # an "Older tokens" link gone stale (cursors last a day) or spoilt
+            flash("That page of tokens is out of date; here are your newest tokens.")
+            return redirect(url_for("pages.tokens"), 303)
+    else:
         try:
             args = schemas.load(
                 schemas.NewTokenBody, {"name": request.form.get("name", "").strip()}
@@ -319,7 +328,7 @@ def tokens():
         except DomainError as err:
             errors = (err.details or {}).get("fields", {})
             status = 400
-    page = service.list_tokens(current_user, **schemas.load(schemas.Paging, request.args.to_dict()))
+        page = service.list_tokens(current_user)
     response = render_template(
         "tokens.html",
         page=page,

@@ -24,7 +24,7 @@ from flask import current_app
 from jsonpointer import EndOfList, JsonPointer, JsonPointerException
 from sqlalchemy import (
     DateTime,
-    Row,
+    Insert,
     Select,
     and_,
     bindparam,
@@ -861,7 +861,19 @@ _AGENT_AND_RUN = (
 )
 
 
-def _agent_and_run(caller: Principal, agent_id: str, run_id: str) -> tuple[AgentRef, Row[Any]]:
+@dataclass(frozen=True)
+class RunRef:
+    """A run as making a case from it needs it: no input, output or calls."""
+
+    id: str
+    project_id: str
+    version: str
+    status: str
+    erased: bool
+    replay_of: str | None
+
+
+def _agent_and_run(caller: Principal, agent_id: str, run_id: str) -> tuple[AgentRef, RunRef]:
     """The agent and one of its runs; else 404 `agent-not-found`, 404 `run-not-found` or 422
     `run-not-of-agent`, in that order."""
     row = (
@@ -875,10 +887,11 @@ def _agent_and_run(caller: Principal, agent_id: str, run_id: str) -> tuple[Agent
         raise RunNotFound()
     if row.run_agent_pk != row.pk:
         raise RunNotOfAgent()
-    return AgentRef(row.pk, row.id), row
+    run = RunRef(row.run_id, row.project_id, row.version, row.status, row.erased, row.replay_of)
+    return AgentRef(row.pk, row.id), run
 
 
-def _check_run_can_be_case(run: Row[Any]) -> None:
+def _check_run_can_be_case(run: RunRef) -> None:
     if run.replay_of is not None:
         raise RunIsReplay()
     if run.erased:
@@ -912,7 +925,7 @@ _MISSING = object()
 
 
 @cache
-def _take_snapshot(dialect: str) -> Any:
+def _take_snapshot(dialect: str) -> Insert:
     """A run's first case takes its snapshot and later ones keep it: `INSERT … SELECT … ON
     CONFLICT DO NOTHING`, built once per dialect, so the content never passes through Python."""
     return (
@@ -950,22 +963,23 @@ def _check_items(items: Iterable[dict[str, Any]], output: Any) -> None:
 
 
 def _new_case(
-    caller: Principal, agent: AgentRef, run: Row[Any], body: dict[str, Any], **kw: Any
+    caller: Principal, agent: AgentRef, run: RunRef, body: dict[str, Any], **kw: Any
 ) -> Case:
     """Insert a case (in Core: no unit of work for one row) and count it; the case as a model
-    outside the session, for its answer."""
+    outside the session, for its answer. Its columns are the values given here: a column with
+    a Python-side default would read None on it, so every caller passes every column it sets."""
     now = clock()
     dialect = db.session.get_bind().dialect.name
-    _sql().execute(_take_snapshot(dialect), {"run": run.run_id, "now": now})
+    _sql().execute(_take_snapshot(dialect), {"run": run.id, "now": now})
     items = body.get("items", [])
     if any("pointer" in item for item in items):
-        _check_items(items, _sql().execute(_SNAPSHOT_OUTPUT, {"run": run.run_id}).scalar_one())
+        _check_items(items, _sql().execute(_SNAPSHOT_OUTPUT, {"run": run.id}).scalar_one())
     by = caller.actor
     values = {
         "tenant_id": caller.tenant_id,
         "agent_pk": agent.pk,
         "project_id": run.project_id,
-        "run_id": run.run_id,
+        "run_id": run.id,
         "made_on": run.version,
         "expect": expect_of(body),
         "added_by_kind": by["kind"],

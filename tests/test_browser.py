@@ -230,17 +230,29 @@ def test_a_user_with_many_tokens_sees_them_a_page_at_a_time(page, server):
         assert made.status_code == 201, made.text
     listed = requests.get(f"{server}/v1/tokens?limit=100", headers=headers, timeout=10).json()
     assert listed["hasMore"] is False
+    expected = [token["name"] for token in listed["data"]]
     sign_in(page, server, "writer@acme.test", "writer-pass-1")
     page.get_by_role("link", name="API tokens").click()
     names = page.locator("table tbody tr td:first-child")
-    seen = names.all_inner_texts()
-    assert len(seen) == 25
-    while page.get_by_role("link", name="Older tokens").count():
-        page.get_by_role("link", name="Older tokens").click()
+    older = page.get_by_role("link", name="Older tokens")
+    seen: list[str] = []
+    while True:
+        expect(names.first).to_have_text(expected[len(seen)])
+        expect(names).to_have_count(min(25, len(expected) - len(seen)))
         seen += names.all_inner_texts()
-    assert seen == [token["name"] for token in listed["data"]]
+        if len(seen) == len(expected):
+            break
+        older.click()
+    expect(older).to_have_count(0)
+    assert seen == expected
     page.get_by_role("link", name="← Back to the newest tokens").click()
-    assert names.all_inner_texts()[:25] == seen[:25]
+    expect(names.first).to_have_text(expected[0])
+
+    page.goto(f"{server}/tokens?cursor=spoilt")  # a stale or spoilt "Older tokens" link
+    expect(page.get_by_role("status")).to_contain_text("out of date")
+    expect(names).to_have_count(25)
+    expect(names.first).to_have_text(expected[0])
+    assert page.url == f"{server}/tokens"
 
 
 def test_a_reader_is_not_offered_what_they_may_not_do_and_is_refused_it_anyway(page, server):

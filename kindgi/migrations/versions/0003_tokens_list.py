@@ -17,15 +17,15 @@ depends_on = None
 
 def upgrade():
     with op.batch_alter_table("tokens", schema=None) as batch_op:
-        batch_op.drop_index("ix_tokens_principal")
         batch_op.create_index(
             "ix_tokens_list", ["principal_kind", "principal_id", "created_at", "id"], unique=False
         )
+        batch_op.drop_index("ix_tokens_principal")  # its columns lead the new one
 
 
 def downgrade():
     with op.batch_alter_table("tokens", schema=None) as batch_op:
-        batch_op.drop_index("ix_tokens_list")
         batch_op.create_index(
             "ix_tokens_principal", ["principal_kind", "principal_id"], unique=False
         )
+        batch_op.drop_index("ix_tokens_list")
