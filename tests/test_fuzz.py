@@ -326,13 +326,16 @@ def _answered_as_without_unknown_query_parameters(case, response) -> bool:
 
 
 def _query_is_valid(params: list[dict[str, Any]], query: dict[str, Any]) -> bool:
-    """The known parameters of `query` by their schemas, read as the app reads them: text, and
-    whole numbers where the schema wants an integer."""
+    """The known parameters of `query` by their schemas, read as the app reads them: the first
+    of repeated values (none is no parameter), text, and whole numbers where the schema wants
+    an integer."""
     values = {}
     for param in params:
         name, value = param["name"], query.get(param["name"])
+        if isinstance(value, list):
+            value = value[0] if value else None
         if value is None or isinstance(value, (list, dict)):
-            if name in query or param.get("required"):
+            if value is not None or param.get("required"):
                 return False
             continue
         text = value if isinstance(value, str) else json.dumps(value)
