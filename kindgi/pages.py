@@ -24,6 +24,7 @@ from flask import (
     url_for,
 )
 from flask.sessions import SecureCookieSessionInterface, SessionMixin
+from flask.typing import ResponseReturnValue
 from flask_login import LoginManager, current_user, login_required, login_user, logout_user
 from flask_wtf.csrf import CSRFProtect
 from jsonpointer import JsonPointerException, resolve_pointer
@@ -142,7 +143,10 @@ def overview():
 def cases(agent_id: str):
     args = schemas.load(schemas.CasesQuery, request.args.to_dict())
     project_id = args.pop("projectId")
-    page = service.list_cases(current_user, agent_id, project_id, **args)
+    try:
+        page = service.list_cases(current_user, agent_id, project_id, **args)
+    except BadInput as err:
+        return _restart_list(err, "That page of cases is out of date; here are the newest.")
     context = {
         "agent_id": agent_id,
         "project_id": project_id,
@@ -160,6 +164,21 @@ def cases(agent_id: str):
     context["counts"] = service.test_set(current_user, agent_id, project_id)
     context["may"] = service.permissions(current_user, agent_id, project_id)
     return render_template("cases.html", **context), headers
+
+
+def _restart_list(err: DomainError, note: str) -> ResponseReturnValue:
+    """A list asked for with a stale or spoilt cursor (a "Load more" or "Older" link kept past
+    the cursor's day): the list again from its newest, with a note, htmx's requests included.
+    Any other bad input is the 400 it is."""
+    if not str((err.details or {}).get("reason", "")).startswith("cursor-"):
+        raise err
+    args = request.args.to_dict()
+    del args["cursor"]
+    target = f"{request.path}?{urlencode(args)}" if args else request.path
+    flash(note)
+    if request.headers.get("HX-Request"):
+        return "", 204, {"HX-Redirect": target}  # htmx goes there as a whole page
+    return redirect(target, 303)
 
 
 def _more_url(page: service.Page) -> str | None:
@@ -311,12 +330,11 @@ def tokens():
     errors: dict[str, list[str]] = {}
     status = 200
     if request.method == "GET":
+        paging = schemas.load(schemas.Paging, request.args.to_dict())
         try:
-            paging = schemas.load(schemas.Paging, request.args.to_dict())
             page = service.list_tokens(current_user, **paging)
-        except BadInput:  # an "Older tokens" link gone stale (cursors last a day) or spoilt
-            flash("That page of tokens is out of date; here are your newest tokens.")
-            return redirect(url_for("pages.tokens"), 303)
+        except BadInput as err:
+            return _restart_list(err, "That page of tokens is out of date; here are the newest.")
     else:
         try:
             args = schemas.load(

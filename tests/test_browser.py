@@ -169,6 +169,26 @@ def test_an_expert_filters_loads_more_goes_back_and_opens_a_case(page, server):
     expect(page.get_by_text("The run it came from")).to_be_visible()
 
 
+def test_a_load_more_link_gone_stale_starts_the_list_again_with_a_note(page, server):
+    """A cursor lasts a day: a "Load more" kept longer (here, one spoilt on its way) brings
+    the list back from its newest, filters kept, and says why, with htmx and without."""
+    sign_in(page, server, "publisher@acme.test", "publisher-pass-1")
+    page.goto(f"{server}/agents/{AGENT}/test-set/cases?projectId={P1}&kind=hand")
+    expect(case_rows(page)).to_have_count(25)
+    newest = case_rows(page).first.inner_text()
+
+    def spoil(route):
+        route.continue_(url=re.sub(r"cursor=[^&]+", "cursor=spoilt", route.request.url))
+
+    page.route(re.compile(r".*/test-set/cases\?.*cursor=.*"), spoil)
+    page.get_by_role("link", name="Load more").click()
+    expect(page.get_by_role("status").filter(has_text="out of date")).to_be_visible()
+    expect(page).to_have_url(re.compile(r"kind=hand$"))
+    expect(page.get_by_label("By hand")).to_be_checked()
+    expect(case_rows(page)).to_have_count(25)
+    expect(case_rows(page).first).to_have_text(newest)
+
+
 def test_an_expert_adds_a_case_after_a_first_error_then_retires_and_restores_it(page, server):
     sign_in(page, server, "publisher@acme.test", "publisher-pass-1")
     page.goto(f"{server}/agents/{AGENT}/test-set/cases/new?projectId={P1}")

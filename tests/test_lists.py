@@ -560,3 +560,37 @@ def test_a_tokens_cursor_used_by_another_user_is_a_mismatch(api):
     cursor = first_cursor(api, tokens_url(limit=1))
     resp = api.get(tokens_url(limit=1, cursor=cursor), as_="reader")
     assert bad_cursor_reason(resp) == "cursor-mismatch"
+
+
+# ---------------------------------------------------------------- the pages' lists
+
+
+@pytest.mark.parametrize(
+    ("path", "restarted"),
+    [
+        (f"/agents/{AGENT}/test-set/cases?projectId={P1}&kind=hand&cursor=spoilt",
+         f"/agents/{AGENT}/test-set/cases?projectId={P1}&kind=hand"),
+        ("/tokens?cursor=spoilt", "/tokens"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("htmx", [False, True], ids=["link", "htmx"])
+def test_a_page_asked_for_with_a_spoilt_cursor_restarts_its_list(app, path, restarted, htmx):
+    client = app.test_client()
+    with client.session_transaction() as session:
+        session["_user_id"] = "u-publisher"
+    headers = {"HX-Request": "true"} if htmx else {}
+    resp = client.get(path, headers=headers)
+    if htmx:  # htmx is told to load the restarted list as a whole page
+        assert (resp.status_code, resp.headers["HX-Redirect"]) == (204, restarted)
+    else:
+        assert (resp.status_code, resp.headers["Location"]) == (303, restarted)
+    shown = client.get(restarted).get_data(as_text=True)
+    assert "out of date; here are the newest" in shown
+
+
+def test_a_page_asked_for_with_a_bad_filter_is_still_a_400(app):
+    client = app.test_client()
+    with client.session_transaction() as session:
+        session["_user_id"] = "u-publisher"
+    assert client.get(f"/agents/{AGENT}/test-set/cases?projectId={P1}&kind=x").status_code == 400
+    assert client.get("/tokens?limit=0").status_code == 400
