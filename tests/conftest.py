@@ -8,6 +8,7 @@ has a token whose secret is `kgi_<name>`: see `TOKENS`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -186,3 +187,20 @@ def refused(resp, status: int, code: str) -> dict[str, Any]:
 def same_error(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Two errors alike but for their request ids."""
     return {**a, "requestId": ""} == {**b, "requestId": ""}
+
+
+# ---------------------------------------------------------------- the pages, through a client
+
+CSRF_FIELD = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+def csrf_of(client, path: str = "/login") -> str:
+    """The session's CSRF token, as the form on `path` carries it."""
+    return CSRF_FIELD.search(client.get(path).get_data(as_text=True)).group(1)
+
+
+def sign_in(client, email: str, password: str) -> None:
+    """Sign a test client in through the login form, as a browser would."""
+    form = {"email": email, "password": password, "csrf_token": csrf_of(client)}
+    resp = client.post("/login", data=form)
+    assert resp.status_code == 302, resp.get_data(as_text=True)[:300]

@@ -18,7 +18,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import AGENT, MULTI, P1, P2, TOKENS, WORLD, error_of, snapshot_db
+from conftest import (
+    AGENT,
+    MULTI,
+    P1,
+    P2,
+    TOKENS,
+    WORLD,
+    csrf_of,
+    error_of,
+    sign_in,
+    snapshot_db,
+)
 
 from kindgi import world
 from kindgi.database import db
@@ -339,20 +350,6 @@ PAGE_TABLE = {
     "sign in, wrong password": ("401", "401", "401", "401"),
     "sign out": ("302", "302", "302", "302"),
 }
-CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
-
-
-def csrf_of(client) -> str:
-    """The session's CSRF token, as a form on a page carries it."""
-    page = client.get("/login").get_data(as_text=True)
-    return CSRF.search(page).group(1)
-
-
-def sign_in(client, login: tuple[str, str]) -> None:
-    email, password = login
-    resp = client.post("/login", data={"email": email, "password": password,
-                                       "csrf_token": csrf_of(client)})  # fmt: skip
-    assert resp.status_code == 302, resp.get_data(as_text=True)
 
 
 def test_the_page_table_names_every_page_and_method(app):
@@ -374,7 +371,7 @@ def test_the_page_table_names_every_page_and_method(app):
 def test_every_page_answers_each_visitor_exactly_as_design_section_2_says(app, who):
     client, wrong = app.test_client(), []
     if LOGINS[who]:
-        sign_in(client, LOGINS[who])
+        sign_in(client, *LOGINS[who])
     token = csrf_of(client)
     for name, page in PAGES.items():
         want = PAGE_TABLE[name][list(LOGINS).index(who)]
@@ -401,7 +398,7 @@ REQUEST_ID = re.compile(r"<code>[0-9a-f]{32}</code>")
 
 def test_another_tenants_case_page_is_the_page_of_a_case_that_does_not_exist(app):
     client = app.test_client()
-    sign_in(client, LOGINS["another tenant"])  # globex has an acme.drafting of its own
+    sign_in(client, *LOGINS["another tenant"])  # globex has an acme.drafting of its own
     theirs = client.get(f"/agents/{AGENT}/test-set/cases/case-2")
     nothing = client.get(f"/agents/{AGENT}/test-set/cases/case-nope")
     assert theirs.status_code == nothing.status_code == 404
@@ -438,7 +435,7 @@ def test_token_secrets_are_stored_and_logged_nowhere(app, api, caplog):
     secrets.add(unknown)
     assert api.get("/v1/tokens", as_=unknown).status_code == 401
     client = app.test_client()
-    sign_in(client, LOGINS["read only"])
+    sign_in(client, *LOGINS["read only"])
     page = client.post("/tokens", data={"name": "page", "csrf_token": csrf_of(client)})
     assert page.status_code == 201 and page.headers["Cache-Control"] == "no-store"
     shown = re.search(r'id="new-secret" readonly value="([^"]+)"', page.get_data(as_text=True))

@@ -26,7 +26,18 @@ from typing import Any
 
 import pytest
 import requests
-from conftest import AGENT, MULTI, P1, P2, TOKENS, app_on, snapshot_db
+from conftest import (
+    AGENT,
+    CSRF_FIELD,
+    MULTI,
+    P1,
+    P2,
+    TOKENS,
+    app_on,
+    csrf_of,
+    sign_in,
+    snapshot_db,
+)
 from itsdangerous import TimestampSigner, URLSafeTimedSerializer
 from jsonpointer import JsonPointer
 from live import gunicorn
@@ -36,18 +47,7 @@ from werkzeug.serving import make_server
 from kindgi.database import db
 
 CHROMIUM = "/usr/bin/chromium"
-CSRF_FIELD = re.compile(r'name="csrf_token" value="([^"]+)"')
 ADMIN = {"Authorization": f"Bearer {TOKENS['admin']}"}
-
-
-def csrf_of(client, path: str = "/tokens") -> str:
-    return CSRF_FIELD.search(client.get(path).get_data(as_text=True)).group(1)
-
-
-def sign_in(client, email: str, password: str) -> None:
-    token = csrf_of(client, "/login")
-    resp = client.post("/login", data={"email": email, "password": password, "csrf_token": token})
-    assert resp.status_code == 302, resp.get_data(as_text=True)[:300]
 
 
 # ---------------------------------------------------------------- CSRF

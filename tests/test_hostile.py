@@ -25,7 +25,17 @@ from urllib.parse import quote, urlencode
 import psycopg
 import pytest
 import requests
-from conftest import AGENT, MULTI, P1, TOKENS, error_of, make_app, snapshot_db
+from conftest import (
+    AGENT,
+    MULTI,
+    P1,
+    TOKENS,
+    csrf_of,
+    error_of,
+    make_app,
+    sign_in,
+    snapshot_db,
+)
 from databases import ENGINE, write_lock
 from live import gunicorn
 from sqlalchemy import event
@@ -225,20 +235,6 @@ def test_text_no_database_can_store_in_a_url_is_a_4xx_envelope_never_a_crash(api
     error_of(resp)
 
 
-def sign_in(client, email: str, password: str) -> None:
-    import re
-
-    token = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/login").text).group(1)
-    resp = client.post("/login", data={"email": email, "password": password, "csrf_token": token})
-    assert resp.status_code == 302, resp.text
-
-
-def csrf(client) -> str:
-    import re
-
-    return re.search(r'name="csrf_token" value="([^"]+)"', client.get("/tokens").text).group(1)
-
-
 PAGE_POSTS = {
     "a sign-in email with NUL": ("/login", {"email": "reader@acme.test\x00", "password": "x"}),
     "a retire reason with NUL": (f"/agents/{AGENT}/test-set/cases/case-2/retire",
@@ -255,7 +251,7 @@ def test_text_no_database_can_store_in_a_form_is_refused_on_the_page_never_a_cra
     sign_in(client, "publisher@acme.test", "publisher-pass-1")
     path, form = PAGE_POSTS[name]
     before = snapshot_db(app)
-    resp = client.post(path, data={**form, "csrf_token": csrf(client)})
+    resp = client.post(path, data={**form, "csrf_token": csrf_of(client)})
     assert resp.status_code in (400, 401), resp.text[:300]
     assert resp.mimetype == "text/html"
     after = snapshot_db(app)
@@ -410,7 +406,7 @@ def test_a_write_lock_held_past_the_busy_timeout_is_503_busy_then_the_retry_succ
 def test_a_page_write_under_a_held_lock_is_a_503_page_and_changes_nothing(app, other_app):
     client = other_app(DB_BUSY_TIMEOUT_MS=300).test_client()
     sign_in(client, "publisher@acme.test", "publisher-pass-1")
-    token = csrf(client)
+    token = csrf_of(client)
     path = f"/agents/{AGENT}/test-set/cases/case-2/retire"
     before = snapshot_db(app)
     with write_lock(app.config["SQLALCHEMY_DATABASE_URI"]):

@@ -15,7 +15,20 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from conftest import AGENT, MULTI, P1, P2, P3, PG, WORLD, error_of, ok, refused, same_error
+from conftest import (
+    AGENT,
+    MULTI,
+    P1,
+    P2,
+    P3,
+    PG,
+    WORLD,
+    error_of,
+    ok,
+    refused,
+    same_error,
+    sign_in,
+)
 from sqlalchemy import select
 
 from kindgi import cursors, schemas, service, world
@@ -576,8 +589,7 @@ def test_a_tokens_cursor_used_by_another_user_is_a_mismatch(api):
 @pytest.mark.parametrize("htmx", [False, True], ids=["link", "htmx"])
 def test_a_page_asked_for_with_a_spoilt_cursor_restarts_its_list(app, path, restarted, htmx):
     client = app.test_client()
-    with client.session_transaction() as session:
-        session["_user_id"] = "u-publisher"
+    sign_in(client, "publisher@acme.test", "publisher-pass-1")
     headers = {"HX-Request": "true"} if htmx else {}
     resp = client.get(path, headers=headers)
     if htmx:  # htmx is told to load the restarted list as a whole page
@@ -590,7 +602,6 @@ def test_a_page_asked_for_with_a_spoilt_cursor_restarts_its_list(app, path, rest
 
 def test_a_page_asked_for_with_a_bad_filter_is_still_a_400(app):
     client = app.test_client()
-    with client.session_transaction() as session:
-        session["_user_id"] = "u-publisher"
+    sign_in(client, "publisher@acme.test", "publisher-pass-1")
     assert client.get(f"/agents/{AGENT}/test-set/cases?projectId={P1}&kind=x").status_code == 400
     assert client.get("/tokens?limit=0").status_code == 400
