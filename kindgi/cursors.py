@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 import os
 import re
 from functools import cache
@@ -55,7 +54,7 @@ def unseal(secret_key: str, cursor: str, binding: dict[str, Any], now: float) ->
     try:
         sealed = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         plain = _aead(secret_key).decrypt(sealed[:NONCE_BYTES], sealed[NONCE_BYTES:], None)
-        data = json.loads(plain)
+        data = orjson.loads(plain)
         sealed_at, position = int(data["t"]), data["p"]
     except (InvalidTag, binascii.Error, ValueError, TypeError, KeyError):
         raise bad_input(

@@ -155,6 +155,11 @@ def _sql() -> Connection:
     return db.session.connection()
 
 
+def _dialect() -> str:
+    """The session's database, "sqlite" or "postgresql": the prebuilt statements of each."""
+    return db.session.get_bind().dialect.name
+
+
 # The token with its user or service: one query, built once.
 _TOKEN_QUERY = (
     select(
@@ -217,7 +222,7 @@ def sign_in(email: str, password: str) -> Principal | None:
     email = email.strip().lower().replace("\x00", "")  # no stored email has a NUL
     key = hash_secret("login\0" + email)
     now = clock()
-    if db.session.get_bind().dialect.name == "postgresql":  # SQLite: the write lock serializes
+    if _dialect() == "postgresql":  # SQLite: the write lock serializes
         db.session.execute(select(func.pg_advisory_xact_lock(func.hashtext(key))))
     failures = db.session.scalar(
         select(func.count()).where(
@@ -446,7 +451,7 @@ def _tally(case: Case, delta: int, retired: bool | None = None) -> None:
     """Move the case's cell of its test set's counts by `delta`, atomically (the cell of its
     retired state, unless `retired` names the other)."""
     _sql().execute(
-        _tally_upsert(db.session.get_bind().dialect.name),
+        _tally_upsert(_dialect()),
         {
             "agent_pk": case.agent_pk,
             "project_id": case.project_id,
@@ -969,8 +974,7 @@ def _new_case(
     outside the session, for its answer. Its columns are the values given here: a column with
     a Python-side default would read None on it, so every caller passes every column it sets."""
     now = clock()
-    dialect = db.session.get_bind().dialect.name
-    _sql().execute(_take_snapshot(dialect), {"run": run.id, "now": now})
+    _sql().execute(_take_snapshot(_dialect()), {"run": run.id, "now": now})
     items = body.get("items", [])
     if any("pointer" in item for item in items):
         _check_items(items, _sql().execute(_SNAPSHOT_OUTPUT, {"run": run.id}).scalar_one())
@@ -1179,7 +1183,7 @@ def claim_key(caller: Principal, key: str, fingerprint: str) -> StoredAnswer | N
         for _attempt in range(2):
             now = clock()
             claim.update(created_at=now, lease_until=now + lease)
-            inserted = _sql().execute(_claim(db.session.get_bind().dialect.name), claim)
+            inserted = _sql().execute(_claim(_dialect()), claim)
             if inserted.first() is not None:
                 db.session.commit()
                 return None
