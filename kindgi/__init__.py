@@ -1,4 +1,8 @@
-"""Kindgi test sets: the cases that experts' corrections of an agent's runs turn into."""
+"""Kindgi test sets: the cases that experts' corrections of an agent's runs turn into.
+
+`create_app` builds the app: configuration, the database, the extensions, the request boundary,
+the JSON API and the pages.
+"""
 
 from __future__ import annotations
 
@@ -7,34 +11,39 @@ from pathlib import Path
 from typing import Any
 
 from flask import Flask
+from flask_login import LoginManager
 from flask_migrate import Migrate
+from flask_wtf.csrf import CSRFProtect
 
+from .config import DEFAULTS
 from .database import db, engine_options, install_hooks
 
+HERE = Path(__file__).resolve().parent
+CHECKOUT = HERE.parent if (HERE.parent / "app.py").exists() else None
+
 migrate = Migrate()
+login_manager = LoginManager()
+csrf = CSRFProtect()
+
+
+def _shipped(name: str) -> str:
+    """`templates/` or `static/`: at the checkout's top level, or inside the installed package."""
+    return str((CHECKOUT or HERE) / name)
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Defaults, then `KINDGI_*` environment variables, then `test_config`."""
-    root = Path(__file__).resolve().parent.parent
     app = Flask(
         __name__,
-        instance_path=str(root / "instance"),
-        template_folder=str(root / "templates"),
-        static_folder=str(root / "static"),
+        # A checkout keeps its data in instance/; an installed package in Flask's default
+        # (<prefix>/var/kindgi-instance)
+        instance_path=str(CHECKOUT / "instance") if CHECKOUT else None,
+        template_folder=_shipped("templates"),
+        static_folder=_shipped("static"),
     )
     app.config.from_mapping(
-        SECRET_KEY=None,
+        DEFAULTS,
         SQLALCHEMY_DATABASE_URI=f"sqlite:///{Path(app.instance_path) / 'kindgi.sqlite'}",
-        MAX_CONTENT_LENGTH=1024 * 1024,
-        DB_BUSY_TIMEOUT_MS=5000,
-        DB_STATEMENT_TIMEOUT_MS=15000,
-        IDEMPOTENCY_LEASE_SECONDS=30,
-        SESSION_COOKIE_HTTPONLY=True,
-        SESSION_COOKIE_SAMESITE="Lax",
-        REMEMBER_COOKIE_HTTPONLY=True,
-        REMEMBER_COOKIE_SAMESITE="Lax",
-        PERMANENT_SESSION_LIFETIME=12 * 60 * 60,
     )
     app.config.from_prefixed_env("KINDGI")
     if test_config:
@@ -50,26 +59,31 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         ),
     )
     db.init_app(app)
-    migrate.init_app(
-        app, db, directory=str(Path(__file__).parent / "migrations"), render_as_batch=True
-    )
+    migrate.init_app(app, db, directory=str(HERE / "migrations"), render_as_batch=True)
     with app.app_context():
         install_hooks(db.engine, app.config["DB_BUSY_TIMEOUT_MS"] / 1000)
 
-    from . import api, cli, errors, http, pages
+    from . import api, cli, http, pages, service
 
     app.json = http.JSONAnswers(app)
-    app.json.sort_keys = False  # answers keep the order clients gave (args "as given")
-    http.register(app)
-    errors.register(app)
+    app.session_interface = http.PagesOnlySessions()
+    http.register(app)  # first: its hooks run before the extensions' (CSRF's refusal included)
+    login_manager.init_app(app)
+    login_manager.login_view = "pages.login"
+    login_manager.login_message = "Sign in to see your test sets."
+    login_manager.user_loader(service.user_principal)
+    csrf.init_app(app)
+    csrf.exempt(api.bp)  # the API is bearer tokens: no cookie, no CSRF
     app.register_blueprint(api.bp)
-    pages.init_app(app)
+    app.register_blueprint(pages.bp)
+    pages.register_filters(app)
     cli.register(app)
     return app
 
 
 def _instance_secret(instance: Path) -> str:
-    """A secret kept in `instance/` for a single machine; production sets KINDGI_SECRET_KEY."""
+    """A secret kept in the instance folder for a single machine; production sets
+    KINDGI_SECRET_KEY."""
     instance.mkdir(parents=True, exist_ok=True)
     path = instance / "secret_key"
     if not path.exists():

@@ -1,4 +1,4 @@
-"""The JSON API under /v1. Each route parses, calls one service function, and dumps."""
+"""The JSON API under `/v1`. Each route parses, calls one service function, and dumps."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ from typing import Any
 from flask import Blueprint, current_app, g, jsonify, request, url_for
 
 from . import http, schemas, service
+from .config import API_PREFIX
 from .database import reading
 from .errors import UnsupportedMediaType, bad_input
 
-bp = Blueprint("api", __name__, url_prefix="/v1")
+bp = Blueprint("api", __name__, url_prefix=API_PREFIX)
 PUBLIC_ENDPOINTS = {"api.openapi"}
 
 
@@ -22,7 +23,7 @@ def _authenticate():
         return None
     with reading():  # a write takes the lock only once it is known who asks
         g.caller = service.authenticate(request.headers.get("Authorization"))
-    return http.claim_idempotency_key()
+    return http.claim_idempotency_key(g.caller.scope)
 
 
 def _reject_constant(name: str) -> Any:
@@ -58,14 +59,14 @@ def _case_url(agent_id: str, case_id: str) -> str:
 def get_test_set(agent_id: str):
     args = query(schemas.TestSetQuery)
     counts = service.test_set(g.caller, agent_id, args["projectId"])
-    return jsonify(schemas.dump(schemas.TestSetOut, counts.as_json()))
+    return jsonify(schemas.test_set_json(counts))
 
 
 @bp.get("/agents/<agent_id>/test-set/cases")
 def list_cases(agent_id: str):
     args = query(schemas.CasesQuery)
     page = service.list_cases(g.caller, agent_id, args.pop("projectId"), **args)
-    return jsonify(page.as_json(schemas.case_json))
+    return jsonify(schemas.page_json(page, schemas.case_json))
 
 
 @bp.post("/agents/<agent_id>/test-set/cases")
@@ -105,7 +106,7 @@ def restore_case(agent_id: str, case_id: str):
 def list_runs(agent_id: str):
     args = query(schemas.RunsQuery)
     page = service.list_runs(g.caller, agent_id, args.pop("projectId"), **args)
-    return jsonify(page.as_json(lambda run: schemas.dump(schemas.RunOut, run)))
+    return jsonify(schemas.page_json(page, lambda run: schemas.dump(schemas.RunOut, run)))
 
 
 @bp.post("/agents/<agent_id>/runs")
@@ -141,7 +142,7 @@ def create_token():
 @bp.get("/tokens")
 def list_tokens():
     page = service.list_tokens(g.caller, **query(schemas.Paging))
-    return jsonify(page.as_json(lambda token: schemas.dump(schemas.TokenOut, token)))
+    return jsonify(schemas.page_json(page, lambda token: schemas.dump(schemas.TokenOut, token)))
 
 
 @bp.delete("/tokens/<token_id>")

@@ -15,7 +15,7 @@ from flask_migrate import upgrade
 from sqlalchemy import select
 
 from . import demo, service, world
-from .database import db, set_writing
+from .database import commit, db, set_writing
 from .models import Case, Tenant, User
 
 group = AppGroup("kindgi", help="Load worlds and demo data.")
@@ -38,7 +38,7 @@ def load_command(path: Path) -> None:
     ensure_schema()
     try:
         counts = world.load(data)
-        db.session.commit()
+        commit()
     except world.WorldError as exc:
         db.session.rollback()
         raise click.ClickException(f"{path}: nothing was loaded: {exc}") from None
@@ -77,7 +77,7 @@ def demo_command(cases: int, as_json: bool, url: str) -> None:
         _, token = service.create_token(service.user_principal(demo.USER), "demo", None)
         have = db.session.scalar(select(db.func.count()).select_from(Case))
         note = f"the demo world was already loaded ({have} cases and corrections); kept it"
-    db.session.commit()
+    commit()
     agent_id, _, projects = demo.AGENTS[0]
     creds = {
         "token": token,

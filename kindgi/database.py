@@ -1,4 +1,9 @@
-"""The database handle and the engine settings that make SQLite and PostgreSQL behave alike.
+"""The database handle, the transaction's life, and the engine settings that make SQLite and
+PostgreSQL behave alike.
+
+A request runs in one transaction, begun and ended at the request boundary (`kindgi/http.py`)
+with `commit` and `rollback` here; the few writes that must be visible before the request ends
+(a sign-in's throttle row, an Idempotency-Key's claim) commit on their own with `on_its_own`.
 
 Writes must wait a bounded time for a lock and then fail as "busy" (mapped to 503
 `database-busy`), never hang: SQLite gets a busy timeout and `BEGIN IMMEDIATE` for writing
@@ -10,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import fcntl
+import logging
 import os
 import threading
 import time
@@ -19,8 +25,12 @@ from typing import Any
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase
+
+from .errors import DatabaseBusy, Internal
+
+log = logging.getLogger("kindgi")
 
 
 class Base(DeclarativeBase):
@@ -53,6 +63,38 @@ def reading() -> Iterator[None]:
     finally:
         db.session.rollback()
         _writing.set(True)
+
+
+def commit() -> None:
+    """Commit the session's changes: 503 `database-busy` if the database can't answer in time,
+    500 `internal` if it fails otherwise; either way nothing was changed."""
+    try:
+        db.session.commit()
+    except SQLAlchemyError as exc:
+        db.session.rollback()
+        if is_busy(exc):
+            raise DatabaseBusy() from exc
+        log.exception("commit failed")
+        raise Internal() from exc
+
+
+def rollback() -> None:
+    """End the session's transaction, changing nothing; what follows only reads."""
+    db.session.rollback()
+    set_writing(False)
+
+
+@contextlib.contextmanager
+def on_its_own() -> Iterator[None]:
+    """Commit what the block writes as soon as it ends (nothing else may be pending): for the
+    writes other requests must see before this one finishes. An error in the block rolls it
+    back and goes on."""
+    try:
+        yield
+    except BaseException:
+        db.session.rollback()
+        raise
+    commit()
 
 
 def engine_options(uri: str, busy_timeout_ms: int, statement_timeout_ms: int) -> dict[str, Any]:

@@ -1,20 +1,18 @@
-"""Domain errors: each has a stable code and an HTTP status; the handlers render them.
+"""Domain errors: each has a stable code and an HTTP status, and how one is rendered.
 
 Every error becomes one envelope under `/v1`, `{"error": {code, message, details?, requestId}}`,
-and an HTML page elsewhere. Nothing else (no stack trace, no SQL) reaches a client.
+and an HTML page elsewhere. Nothing else (no stack trace, no SQL) reaches a client; the request
+boundary (`kindgi/http.py`) ends the transaction before it renders one.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from flask import Flask, current_app, g, jsonify, render_template, request
+from flask import current_app, g, jsonify, render_template, request
 from werkzeug.exceptions import HTTPException
 
-from .database import db, is_busy, set_writing
-
-log = logging.getLogger("kindgi")
+from .config import is_api
 
 
 class DomainError(Exception):
@@ -102,7 +100,7 @@ def bad_input(fields: dict[str, list[str]] | None = None, **details: Any) -> Dom
     return BadInput(details=details or None)
 
 
-def _from_http(exc: HTTPException) -> DomainError:
+def from_http(exc: HTTPException) -> DomainError:
     """Werkzeug's own refusals (routing, body limits, CSRF), in the domain's words."""
     if exc.code == 405:
         allowed = ", ".join(sorted(getattr(exc, "valid_methods", None) or []))
@@ -115,49 +113,19 @@ def _from_http(exc: HTTPException) -> DomainError:
     return plain.get(exc.code or 500, Internal if (exc.code or 500) >= 500 else BadInput)()
 
 
-def wants_json() -> bool:
-    return request.path == "/v1" or request.path.startswith("/v1/")
-
-
-def render(err: DomainError):
-    """The response for a domain error: the JSON envelope under /v1, a page elsewhere.
-
-    Rendering only reads (the page may load the signed-in user), so it never waits for the
-    write lock a failed write could not get."""
-    set_writing(False)
+def render(err: DomainError) -> tuple[Any, int, dict[str, str]]:
+    """The response for a domain error: the JSON envelope under the API's prefix, a page
+    elsewhere."""
     headers = dict(err.headers)
-    if err.status == 401 and wants_json():
+    as_json = is_api(request.path)
+    if err.status == 401 and as_json:
         headers.setdefault("WWW-Authenticate", "Bearer")
     if err.status == 503:
         headers.setdefault("Retry-After", "1")
-    if wants_json():
+    if as_json:
         body: dict[str, Any] = {"code": err.code, "message": err.message}
         if err.details:
             body["details"] = err.details
         body["requestId"] = g.get("request_id", "")
-        resp = jsonify(error=body)
-    else:
-        resp = render_template("error.html", error=err)
-    return resp, err.status, headers
-
-
-def register(app: Flask) -> None:
-    """One app-wide handler for every error, so clients only ever see the envelope or a page."""
-
-    @app.errorhandler(DomainError)
-    def _domain(err: DomainError):
-        db.session.rollback()
-        return render(err)
-
-    @app.errorhandler(HTTPException)
-    def _http(exc: HTTPException):
-        db.session.rollback()
-        return render(_from_http(exc))
-
-    @app.errorhandler(Exception)
-    def _unexpected(exc: Exception):
-        db.session.rollback()
-        if is_busy(exc):
-            return render(DatabaseBusy())
-        log.exception("unhandled error in %s %s", request.method, request.path)
-        return render(Internal())
+        return jsonify(error=body), err.status, headers
+    return render_template("error.html", error=err), err.status, headers

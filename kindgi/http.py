@@ -1,26 +1,39 @@
-"""The request boundary: request ids, the transaction, and Idempotency-Key, for every request.
+"""The request boundary: request ids, the transaction's life, Idempotency-Key, headers, and the
+one handler that turns every error into the JSON envelope or a page.
 
 A request runs in one transaction that commits in `after_request`, after the answer is known, so
 the answer kept for an Idempotency-Key commits together with the change it reports. A request
-that failed rolled back in the error handler before this runs. A request of any other method
-only reads: it is never committed (on PostgreSQL its statements run in autocommit), so no route
-may change anything on GET.
+that failed is rolled back by the error handler before the error is rendered. A request of any
+other method only reads: it is never committed (on PostgreSQL its statements run in autocommit),
+so no route may change anything on GET.
 """
 
 from __future__ import annotations
 
-import hashlib
+import logging
 import uuid
 from typing import Any
 
 import orjson
-from flask import Flask, Response, current_app, g, request
+from flask import Flask, Request, Response, current_app, g, request
 from flask.json.provider import DefaultJSONProvider
+from flask.sessions import SecureCookieSessionInterface, SessionMixin
+from werkzeug.exceptions import HTTPException
 
-from . import service
-from .database import set_writing
-from .errors import DomainError, NotFound, RequestTooLarge, bad_input, render
+from . import idempotency
+from .config import is_api
+from .database import commit, is_busy, rollback, set_writing
+from .errors import (
+    DatabaseBusy,
+    DomainError,
+    Internal,
+    NotFound,
+    RequestTooLarge,
+    from_http,
+    render,
+)
 
+log = logging.getLogger("kindgi")
 WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
@@ -37,6 +50,8 @@ class JSONAnswers(DefaultJSONProvider):
     orjson refuses (integers past 64 bits, which a run's output may hold) falls back to it.
     Reading JSON stays with the standard library, which keeps such integers exact."""
 
+    sort_keys = False  # answers keep the order clients gave (args "as given")
+
     def response(self, *args: Any, **kwargs: Any) -> Response:
         obj = self._prepare_response_obj(args, kwargs)
         if self._app.debug:
@@ -48,54 +63,24 @@ class JSONAnswers(DefaultJSONProvider):
         return self._app.response_class(body, mimetype=self.mimetype)
 
 
-def fingerprint() -> str:
-    """What makes two requests the same request: method, path with query, and body bytes."""
-    digest = hashlib.sha256()
-    for part in (request.method.encode(), request.full_path.encode(), request.get_data()):
-        digest.update(hashlib.sha256(part).digest())
-    return digest.hexdigest()
+class PagesOnlySessions(SecureCookieSessionInterface):
+    """Cookie sessions for the pages only: an API request is its bearer token, so it neither
+    reads nor sets a session cookie (and skips the cost of opening one)."""
+
+    def open_session(self, app: Flask, request: Request) -> SessionMixin | None:
+        if is_api(request.path):
+            return self.null_session_class()
+        return super().open_session(app, request)
 
 
-def claim_idempotency_key() -> Response | None:
-    """Before a write runs: claim its key, or answer with the first request's stored answer."""
-    key = request.headers.get("Idempotency-Key")
-    if request.method not in WRITE_METHODS or key is None:
+def claim_idempotency_key(scope: str) -> Response | None:
+    """For a write: claim its Idempotency-Key, or the first request's answer to replay."""
+    if request.method not in WRITE_METHODS:
         return None
-    if not 1 <= len(key) <= 255 or not key.isprintable():
-        raise bad_input({"Idempotency-Key": ["1 to 255 printable characters."]})
-    stored = service.claim_key(g.caller, key, fingerprint())
-    if stored is None:
-        g.idempotency_key = key
-        return None
-    replay = Response(stored.body, status=stored.status, content_type=stored.content_type)
-    if stored.location:
-        replay.headers["Location"] = stored.location
-    replay.headers["Idempotent-Replayed"] = "true"
-    g.replayed = True
-    return replay
+    return idempotency.claim_or_replay(scope)
 
 
-def _settle(response: Response) -> None:
-    """Keep a decided answer (2xx, 4xx but 401) with the key; release the key otherwise."""
-    key = g.get("idempotency_key")
-    if key is None:
-        return
-    status = response.status_code
-    if status < 500 and status != 401:
-        service.settle_key(
-            g.caller,
-            key,
-            status,
-            response.content_type,
-            response.headers.get("Location"),
-            response.get_data(),
-            withhold=bool(g.get("withhold_answer")),
-        )
-    else:
-        service.release_key(g.caller, key)
-
-
-def enforce_body_limit() -> None:
+def _enforce_body_limit() -> None:
     """Refuse a chunked body over the limit: Werkzeug would cut it there silently."""
     if "chunked" not in request.headers.get("Transfer-Encoding", "").lower():
         return  # with Content-Length, Werkzeug refuses an over-long body itself
@@ -105,27 +90,47 @@ def enforce_body_limit() -> None:
         raise RequestTooLarge(details={"maxBytes": limit})
 
 
+def _scope() -> str:
+    caller = g.get("caller")
+    return caller.scope if caller is not None else ""
+
+
 def register(app: Flask) -> None:
+    """The boundary's hooks and the app-wide error handler."""
+
     @app.before_request
     def _begin() -> None:
         g.request_id = uuid.uuid4().hex
         set_writing(request.method in WRITE_METHODS)
         if "\x00" in request.path:  # no id has one, and PostgreSQL can't even look one up
             raise NotFound()
-        enforce_body_limit()
+        _enforce_body_limit()
 
     @app.after_request
     def _finish(response: Response) -> Response:
         # A read changed nothing: its transaction ends as the session closes, with no commit.
         if request.method in WRITE_METHODS and not g.get("replayed"):
             try:
-                _settle(response)
-                service.commit()
+                idempotency.settle(_scope(), response)
+                commit()
             except DomainError as err:  # the database could not take the commit: 503 or 500
-                if g.get("idempotency_key"):
-                    service.release_key(g.caller, g.idempotency_key)
+                idempotency.release(_scope())
                 response = app.make_response(render(err))
         response.headers["X-Request-Id"] = g.request_id
         for name, value in SECURITY_HEADERS.items():
             response.headers.setdefault(name, value)
         return response
+
+    @app.errorhandler(Exception)
+    def _failed(exc: Exception):
+        """Every error ends the transaction, changing nothing, then is rendered; clients only
+        ever see the envelope or a page, never a stack trace."""
+        rollback()
+        if isinstance(exc, DomainError):
+            return render(exc)
+        if isinstance(exc, HTTPException):
+            return render(from_http(exc))
+        if is_busy(exc):
+            return render(DatabaseBusy())
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        return render(Internal())

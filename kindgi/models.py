@@ -22,8 +22,12 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    and_,
+    or_,
 )
+from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.sql.elements import ColumnElement
 
 from .database import db
 
@@ -180,10 +184,17 @@ class Case(db.Model):
 
     __table_args__ = (Index("ix_cases_list", "agent_pk", "project_id", "added_at", "id"),)
 
-    @property
+    @hybrid_property
     def is_case(self) -> bool:
-        """A hand case always is; a correction is while its status keeps it in the set."""
+        """A hand case always is; a correction is while its status keeps it in the set. The one
+        definition of that rule, in Python here and in SQL below."""
         return self.status not in NOT_CASE_STATUSES
+
+    @is_case.inplace.expression
+    @classmethod
+    def _is_case_sql(cls) -> ColumnElement[bool]:
+        # `!=` terms, not `NOT IN`: an expanding IN is re-rendered at every execution
+        return or_(cls.status.is_(None), and_(*(cls.status != s for s in NOT_CASE_STATUSES)))
 
     @property
     def retired(self) -> dict[str, Any] | None:

@@ -14,8 +14,6 @@ from urllib.parse import urlencode, urlparse
 from flask import (
     Blueprint,
     Flask,
-    Request,
-    abort,
     flash,
     redirect,
     render_template,
@@ -23,43 +21,20 @@ from flask import (
     session,
     url_for,
 )
-from flask.sessions import SecureCookieSessionInterface, SessionMixin
 from flask.typing import ResponseReturnValue
-from flask_login import LoginManager, current_user, login_required, login_user, logout_user
-from flask_wtf.csrf import CSRFProtect
+from flask_login import current_user, login_required, login_user, logout_user
 from jsonpointer import JsonPointerException, resolve_pointer
 
 from . import schemas, service
 from .errors import BadInput, DomainError, TooManyAttempts, bad_input
 
 bp = Blueprint("pages", __name__)
-login_manager = LoginManager()
-login_manager.login_view = "pages.login"
-login_manager.login_message = "Sign in to see your test sets."
-csrf = CSRFProtect()
 
 CASE_ROWS, ITEM_ROWS = 2, 2  # empty rows offered on a fresh form
 
 
-class _PagesOnlySessions(SecureCookieSessionInterface):
-    """Cookie sessions for the pages only: an API request is its bearer token, so it neither
-    reads nor sets a session cookie (and skips the cost of opening one)."""
-
-    def open_session(self, app: Flask, request: Request) -> SessionMixin | None:
-        if request.path.startswith("/v1/"):
-            return self.null_session_class()
-        return super().open_session(app, request)
-
-
-def init_app(app: Flask) -> None:
-    """Sessions and CSRF for the pages; the bearer-token API needs neither."""
-    app.session_interface = _PagesOnlySessions()
-    login_manager.init_app(app)
-    csrf.init_app(app)
-    from .api import bp as api_bp
-
-    csrf.exempt(api_bp)
-    app.register_blueprint(bp)
+def register_filters(app: Flask) -> None:
+    """The templates' filters."""
     app.add_template_filter(schemas.rfc3339, "rfc3339")
     app.add_template_filter(lambda week, weekly: weekly.get(week, 0), "weekly_count")
     app.add_template_filter(_pointed_at, "pointer")
@@ -77,11 +52,6 @@ def _pointed_at(document: Any, pointer: str) -> Any:
         return resolve_pointer(document, pointer, None)
     except JsonPointerException:
         return None
-
-
-@login_manager.user_loader
-def _load_user(user_id: str) -> service.Principal | None:
-    return service.user_principal(user_id)
 
 
 def _safe_next(target: str | None) -> str:
@@ -143,8 +113,12 @@ def overview():
 def cases(agent_id: str):
     args = schemas.load(schemas.CasesQuery, request.args.to_dict())
     project_id = args.pop("projectId")
+    swap = bool(request.headers.get("HX-Request")) and not request.headers.get(
+        "HX-History-Restore-Request"
+    )
+    more = swap and bool(args.get("cursor"))  # "Load more": just the next rows
     try:
-        page = service.list_cases(current_user, agent_id, project_id, **args)
+        view = service.cases_page(current_user, agent_id, project_id, with_counts=not more, **args)
     except BadInput as err:
         return _restart_list(err, "That page of cases is out of date; here are the newest.")
     context = {
@@ -152,18 +126,13 @@ def cases(agent_id: str):
         "project_id": project_id,
         "kind": args.get("kind", ""),
         "include": args.get("include", ""),
-        "page": page,
-        "more_url": _more_url(page),
+        "page": view.page,
+        "counts": view.counts,
+        "may_publish": view.may_publish,
+        "more_url": _more_url(view.page),
     }
-    headers = {"Vary": "HX-Request"}
-    if request.headers.get("HX-Request") and not request.headers.get("HX-History-Restore-Request"):
-        if args.get("cursor"):  # "Load more": just the next rows
-            return render_template("_case_rows.html", **context), headers
-        context["counts"] = service.test_set(current_user, agent_id, project_id)
-        return render_template("_case_list.html", **context), headers  # a new filter
-    context["counts"] = service.test_set(current_user, agent_id, project_id)
-    context["may"] = service.permissions(current_user, agent_id, project_id)
-    return render_template("cases.html", **context), headers
+    template = "_case_rows.html" if more else "_case_list.html" if swap else "cases.html"
+    return render_template(template, **context), {"Vary": "HX-Request"}
 
 
 def _restart_list(err: DomainError, note: str) -> ResponseReturnValue:
@@ -193,8 +162,7 @@ def _more_url(page: service.Page) -> str | None:
 @login_required
 def case(agent_id: str, case_id: str):
     view = service.get_case(current_user, agent_id, case_id)
-    may = service.permissions(current_user, agent_id, view.case.project_id)
-    return render_template("case.html", view=view, may=may, errors={}, reason="")
+    return render_template("case.html", view=view, errors={}, reason="")
 
 
 @bp.post("/agents/<agent_id>/test-set/cases/<case_id>/retire")
@@ -205,9 +173,8 @@ def retire(agent_id: str, case_id: str):
         body = schemas.load(schemas.RetireBody, {"reason": reason.strip()})
     except DomainError as err:
         view = service.get_case(current_user, agent_id, case_id)
-        may = service.permissions(current_user, agent_id, view.case.project_id)
         errors = (err.details or {}).get("fields", {})
-        return render_template("case.html", view=view, may=may, errors=errors, reason=reason), 400
+        return render_template("case.html", view=view, errors=errors, reason=reason), 400
     service.retire_case(current_user, agent_id, case_id, body["reason"])
     flash("The case is retired: no test run checks it until it is restored.")
     return redirect(url_for("pages.case", agent_id=agent_id, case_id=case_id), 303)
@@ -280,12 +247,8 @@ def case_form(form: Any) -> tuple[dict[str, Any], dict[str, list[str]], dict[str
 @login_required
 def new_case(agent_id: str):
     project_id = schemas.load(schemas.TestSetQuery, request.args.to_dict())["projectId"]
-    if not service.permissions(current_user, agent_id, project_id)["publish"]:
-        abort(403)
     search = request.values.get("search", "").replace("\x00", "").strip()
-    runs = service.list_runs(
-        current_user, agent_id, project_id, status="finished", search=search or None, limit=50
-    )
+    runs = service.new_case_runs(current_user, agent_id, project_id, search or None)
     form = request.form if request.method == "POST" else request.args
     body, errors, shown = case_form(form)
     extra = request.form.get("more") if request.method == "POST" else None

@@ -8,6 +8,7 @@ generate the OpenAPI document. Schemas check shape and limits; rules that need t
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
@@ -371,7 +372,7 @@ class CaseOut(OmitEmpty):
     expert = fields.Boolean()
 
 
-# A case's fields in the order the lists select them (`service.CASE_COLUMNS`).
+# A case's fields in the order `case_json` reads a list's row; the service selects them so.
 CASE_FIELDS = (
     "added_at", "id", "kind", "project_id", "run_id", "made_on", "expect", "expert",
     "added_by_kind", "added_by_id", "updated_at", "retired_reason", "retired_by_kind",
@@ -409,6 +410,27 @@ def case_json(case: Any) -> dict[str, Any]:
         }
     if expert:
         out["expert"] = True
+    return out
+
+
+def test_set_json(counts: Any) -> dict[str, Any]:
+    """A test set's counts (`service.Counts`) as `TestSetOut` describes them."""
+    out: dict[str, Any] = {
+        "agentId": counts.agent_id,
+        "projectId": counts.project_id,
+        "cases": {"active": counts.active, "retired": counts.retired},
+    }
+    if counts.last_added_at is not None:
+        out["lastAddedAt"] = counts.last_added_at
+    return dump(TestSetOut, out)
+
+
+def page_json(page: Any, dump_item: Callable[[Any], Any]) -> dict[str, Any]:
+    """A page of a list (`service.Page`): `data`, `hasMore`, and `nextCursor` while there is
+    more."""
+    out: dict[str, Any] = {"data": [dump_item(i) for i in page.items], "hasMore": page.has_more}
+    if page.next_cursor:
+        out["nextCursor"] = page.next_cursor
     return out
 
 

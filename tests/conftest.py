@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from sqlalchemy import inspect, text
 
 from kindgi import create_app, world
 from kindgi.database import db
+from kindgi.service import common
 
 HERE = Path(__file__).parent
 WORLD = json.loads((HERE / "world.json").read_text())
@@ -125,6 +128,23 @@ class Api:
 
     def delete(self, path: str, **kw: Any):
         return self.call("DELETE", path, **kw)
+
+
+@pytest.fixture
+def set_clock(monkeypatch):
+    """`set_clock(when)`: from then on the app's clock says `when`, in every module that reads
+    it (each imported `clock` from `kindgi.service.common`)."""
+    readers = [
+        module
+        for module in list(sys.modules.values())
+        if module.__name__.startswith("kindgi") and getattr(module, "clock", None) is common.clock
+    ]
+
+    def _set(when: datetime) -> None:
+        for module in readers:
+            monkeypatch.setattr(module, "clock", lambda: when)
+
+    return _set
 
 
 @pytest.fixture

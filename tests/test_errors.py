@@ -1,4 +1,4 @@
-"""The error envelope on every /v1 error (DESIGN.md §3): one JSON shape, the request id in the
+"""The error envelope on every /v1 error (docs/design.md §3): one JSON shape, the request id in the
 body and the `X-Request-Id` header, the right status, headers and code, and nothing changed."""
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ import pytest
 from conftest import AGENT, MULTI, P1, P2, PG, error_of, snapshot_db
 from databases import write_lock
 
-from kindgi import create_app, service
+from kindgi import create_app, csrf, service
 from kindgi.database import db
-from kindgi.pages import csrf
 
 CASES = f"/v1/agents/{AGENT}/test-set/cases"
 BODY = {"runId": "run-1", "answer": "right"}

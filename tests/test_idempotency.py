@@ -1,4 +1,5 @@
-"""Idempotency-Key through HTTP (DESIGN.md §5; the header's text in seeds/004 is the contract).
+"""Idempotency-Key through HTTP (docs/design.md §5; the header's text in
+docs/reference/add-case.md is the contract).
 
 The last test runs a real gunicorn with four worker processes on the test's database.
 """
@@ -22,7 +23,7 @@ from conftest import AGENT, MULTI, P1, TOKENS, error_of, snapshot_db
 from live import gunicorn
 from sqlalchemy import text, update
 
-from kindgi import create_app, http, service
+from kindgi import create_app, idempotency, service
 from kindgi.database import db
 from kindgi.models import IdempotencyRecord
 
@@ -78,7 +79,7 @@ def claim(app, key: str, *, as_: str = "admin", raw: str = RAW) -> None:
     """Claim `key` as a first request that is still running (its handler never finished)."""
     with app.test_request_context(CASES, method="POST", data=raw, content_type="application/json"):
         caller = service.authenticate(f"Bearer {TOKENS[as_]}")
-        assert service.claim_key(caller, key, http.fingerprint()) is None
+        assert idempotency.claim_key(caller.scope, key, idempotency.fingerprint()) is None
 
 
 # ---------------------------------------------------------------- replay

@@ -1,5 +1,5 @@
 """One case and its life: reading it with its snapshot, retiring and restoring it, and how runs,
-corrections and tokens arrive (DESIGN §1, §2 and §6). Every refused write changes nothing.
+corrections and tokens arrive (docs/design.md §1, §2 and §6). Every refused write changes nothing.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from typing import Any
 
 import pytest
 from conftest import AGENT, MULTI, P1, P2, P3, PG, WORLD, ok, refused, same_error
-
-from kindgi import service
 
 NOW = datetime(2026, 12, 1, 9, 30, 15, 250000)
 NOW_TEXT = "2026-12-01T09:30:15.250Z"
@@ -33,14 +31,6 @@ def counts(api, agent: str = AGENT, project: str = P1) -> dict[str, int]:
 def listed(api, agent: str = AGENT, project: str = P1) -> list[str]:
     url = f"/v1/agents/{agent}/test-set/cases?projectId={project}&include=retired&limit=100"
     return [c["id"] for c in ok(api.get(url))["data"]]
-
-
-@pytest.fixture
-def set_clock(monkeypatch):
-    def _set(when: datetime) -> None:
-        monkeypatch.setattr(service, "clock", lambda: when)
-
-    return _set
 
 
 def record_run(api, as_: str = "writer", agent: str = AGENT, **body: Any) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """Reading a test set: its counts, its cases page by page, and the runs to pick cases from.
 
-The contract is the reference pages for `GET …/test-set` and `GET …/test-set/cases`, with
-DESIGN §1, §2, §4 and §6 for what they leave open. The world is tests/world.json (see conftest).
+The contract is the reference pages for `GET …/test-set` and `GET …/test-set/cases`
+(docs/reference/test-set-counts.md, docs/reference/list-cases.md), with docs/design.md §1, §2, §4
+and §6 for what they leave open. The world is tests/world.json (see conftest).
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ from conftest import (
 )
 from sqlalchemy import select
 
-from kindgi import cursors, schemas, service, world
+from kindgi import cursors, schemas, world
 from kindgi.database import db
 from kindgi.models import Case
+from kindgi.service.cases import CASE_COLUMNS
 
 UNKNOWN_PROJECT = "0badcafe-0000-4000-8000-000000000000"
 T0 = datetime(2026, 12, 1, 12, 0, 0)
@@ -99,14 +101,6 @@ def load(app):
             db.session.remove()
 
     return _load
-
-
-@pytest.fixture
-def set_clock(monkeypatch):
-    def _set(when: datetime) -> None:
-        monkeypatch.setattr(service, "clock", lambda: when)
-
-    return _set
 
 
 def hand_case(case_id: str, at: str, run: str = "run-2", by: str = "u-publisher", **more: Any):
@@ -529,7 +523,7 @@ def test_every_case_answers_exactly_what_its_documented_schema_dumps(app, api):
     as a list's row, retired and expert ones included."""
     with app.app_context():
         cases = db.session.scalars(select(Case).order_by(Case.id)).all()
-        rows = db.session.execute(select(*service.CASE_COLUMNS).order_by(Case.id)).all()
+        rows = db.session.execute(select(*CASE_COLUMNS).order_by(Case.id)).all()
         assert any(c.retired_at for c in cases) and any(c.expert for c in cases)
         assert any(not c.expert for c in cases) and any(c.retired_at is None for c in cases)
         for case, row in zip(cases, rows, strict=True):

@@ -146,9 +146,13 @@ def test_the_multi_project_rule_needs_write_on_the_cases_project(ctx):
     assert case.project_id == P2
 
 
-def test_pages_learn_what_a_caller_may_do(ctx):
-    assert service.permissions(principal("reader"), AGENT, P1) == {"read": True, "publish": False}
-    assert service.permissions(principal("publisher"), AGENT, P1) == {"read": True, "publish": True}
+def test_the_cases_page_learns_what_a_caller_may_do_with_its_content(ctx):
+    reader = service.cases_page(principal("reader"), AGENT, P1, with_counts=True)
+    publisher = service.cases_page(principal("publisher"), AGENT, P1, with_counts=False)
+    assert (reader.may_publish, publisher.may_publish) == (False, True)
+    assert reader.counts.active == service.test_set(principal("reader"), AGENT, P1).active
+    assert publisher.counts is None
+    assert [row.id for row in reader.page.items] == [row.id for row in publisher.page.items]
 
 
 def test_another_tenants_agent_is_not_found(ctx):
@@ -179,7 +183,7 @@ def test_a_password_hashed_with_other_parameters_signs_in_and_is_hashed_anew(ctx
 
 @pytest.mark.parametrize("email", ["reader@acme.test", "nobody-here@acme.test"])
 def test_sign_in_stops_after_ten_failures_in_fifteen_minutes_known_email_or_not(
-    ctx, monkeypatch, email
+    ctx, set_clock, email
 ):
     start = service.clock()
     for _ in range(service.LOGIN_MAX_FAILURES):
@@ -187,7 +191,7 @@ def test_sign_in_stops_after_ten_failures_in_fifteen_minutes_known_email_or_not(
     with pytest.raises(errors.TooManyAttempts):
         service.sign_in(email, "reader-pass-1")  # even the right password waits
     later = start + service.LOGIN_WINDOW + timedelta(seconds=5)
-    monkeypatch.setattr(service, "clock", lambda: later)
+    set_clock(later)
     expected = "u-reader" if email.startswith("reader") else None
     assert getattr(service.sign_in(email, "reader-pass-1"), "id", None) == expected
 

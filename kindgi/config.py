@@ -1,0 +1,26 @@
+"""The app's defaults (each overridden by a `KINDGI_*` environment variable) and the shape of its
+URLs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+API_PREFIX = "/v1"  # every JSON route lives under it; everything else is a page
+
+DEFAULTS: dict[str, Any] = {
+    "SECRET_KEY": None,  # None: a random key kept in the instance folder
+    "MAX_CONTENT_LENGTH": 1024 * 1024,
+    "DB_BUSY_TIMEOUT_MS": 5000,
+    "DB_STATEMENT_TIMEOUT_MS": 15000,
+    "IDEMPOTENCY_LEASE_SECONDS": 30,
+    "SESSION_COOKIE_HTTPONLY": True,
+    "SESSION_COOKIE_SAMESITE": "Lax",
+    "REMEMBER_COOKIE_HTTPONLY": True,
+    "REMEMBER_COOKIE_SAMESITE": "Lax",
+    "PERMANENT_SESSION_LIFETIME": 12 * 60 * 60,
+}
+
+
+def is_api(path: str) -> bool:
+    """Whether a request path is the JSON API's."""
+    return path == API_PREFIX or path.startswith(API_PREFIX + "/")

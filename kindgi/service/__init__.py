@@ -1,0 +1,72 @@
+"""The service: every rule and every state change lives here, one module per capability.
+
+Routes (JSON and HTML) parse a request, call one function here, and shape what it returns.
+Functions take the authenticated `Principal`, check tenancy and permissions, change the session
+and flush; the request boundary (`kindgi/http.py`) commits, so a change and its Idempotency-Key
+record commit together. Another tenant's things look exactly like things that do not exist.
+
+- `identity`: principals, bearer tokens, sign-in, a caller's own tokens
+- `access`: which agent and project a caller reaches, and its grants there
+- `counts`: the test set's counts, kept as tallies
+- `cases`: listing, reading, retiring and restoring cases
+- `corrections`: making cases from runs (corrections and hand cases)
+- `runs`: recording and listing runs
+- `paging`: keyset pages behind sealed cursors
+"""
+
+from .cases import CasesView, CaseView, cases_page, get_case, list_cases, restore_case, retire_case
+from .common import clock
+from .corrections import add_hand_case, expect_of, record_correction, set_correction_status
+from .counts import Counts, overview, rebuild_tallies, test_set, week_of
+from .identity import (
+    LOGIN_MAX_FAILURES,
+    LOGIN_WINDOW,
+    TOKEN_PREFIX,
+    Principal,
+    authenticate,
+    create_token,
+    hash_password,
+    hash_secret,
+    list_tokens,
+    revoke_token,
+    sign_in,
+    user_principal,
+)
+from .paging import Page
+from .runs import list_runs, new_case_runs, record_run
+
+__all__ = [
+    "LOGIN_MAX_FAILURES",
+    "LOGIN_WINDOW",
+    "TOKEN_PREFIX",
+    "CaseView",
+    "CasesView",
+    "Counts",
+    "Page",
+    "Principal",
+    "add_hand_case",
+    "authenticate",
+    "cases_page",
+    "clock",
+    "create_token",
+    "expect_of",
+    "get_case",
+    "hash_password",
+    "hash_secret",
+    "list_cases",
+    "list_runs",
+    "list_tokens",
+    "new_case_runs",
+    "overview",
+    "rebuild_tallies",
+    "record_correction",
+    "record_run",
+    "restore_case",
+    "retire_case",
+    "revoke_token",
+    "set_correction_status",
+    "sign_in",
+    "test_set",
+    "user_principal",
+    "week_of",
+]

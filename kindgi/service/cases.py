@@ -1,0 +1,168 @@
+"""The test set's cases as they stand: listing them, one case with its run, retiring, restoring.
+
+Retiring takes a case out of grading and restoring puts it back; each moves one count between the
+active and the retired cell in the same transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Select, bindparam, select
+
+from ..database import db
+from ..errors import CaseActive, CaseNotFound, CaseRetired
+from ..models import Case, Snapshot
+from ..schemas import CASE_FIELDS
+from .access import AgentRef, Grants, find_agent, grants, readable
+from .common import clock
+from .counts import Counts, counts_of, tally_retirement
+from .identity import Principal
+from .paging import Page, keyset_page, newest_first
+
+# What a list shows of a case, in the order `schemas.case_json` reads it (the position first).
+CASE_COLUMNS = tuple(Case.__table__.c[name] for name in CASE_FIELDS)
+
+
+@cache
+def _cases_query(retired_too: bool, one_kind: bool, after: bool) -> Select[Any]:
+    """The cases list's statement for one shape of filters, built once."""
+    query = select(*CASE_COLUMNS).where(
+        Case.agent_pk == bindparam("agent_pk"),
+        Case.project_id == bindparam("project_id"),
+        Case.is_case,
+    )
+    if not retired_too:
+        query = query.where(Case.retired_at.is_(None))
+    if one_kind:
+        query = query.where(Case.kind == bindparam("kind"))
+    return newest_first(query, Case.added_at, Case.id, after)
+
+
+def _cases_of(
+    caller: Principal,
+    agent: AgentRef,
+    project_id: str,
+    *,
+    include: str | None = None,
+    kind: str | None = None,
+    limit: int = 25,
+    cursor: str | None = None,
+) -> Page:
+    kinds = sorted(set(kind.split(","))) if kind else ["correction", "hand"]
+    binding = {
+        "list": "cases",
+        "agent": agent.pk,
+        "project": project_id,
+        "include": include or "",
+        "kind": kinds,
+        "caller": caller.scope,
+    }
+    return keyset_page(
+        lambda after: _cases_query(include == "retired", len(kinds) == 1, after),
+        {"agent_pk": agent.pk, "project_id": project_id, "kind": kinds[0]},
+        limit,
+        cursor,
+        binding,
+    )
+
+
+def list_cases(caller: Principal, agent_id: str, project_id: str, **filters: Any) -> Page:
+    """One page of the test set's cases, newest added first."""
+    agent, _ = readable(caller, agent_id, project_id)
+    return _cases_of(caller, agent, project_id, **filters)
+
+
+@dataclass
+class CasesView:
+    """What the cases page shows: a page of cases, the counts, and whether the caller may
+    publish (add, retire, restore) there."""
+
+    page: Page
+    counts: Counts | None
+    may_publish: bool
+
+
+def cases_page(
+    caller: Principal, agent_id: str, project_id: str, *, with_counts: bool, **filters: Any
+) -> CasesView:
+    """The cases page's content, the agent, project and grants looked up once (a "Load more"
+    needs no counts)."""
+    agent, may = readable(caller, agent_id, project_id)
+    page = _cases_of(caller, agent, project_id, **filters)
+    counts = counts_of(agent.pk, agent.id, project_id) if with_counts else None
+    return CasesView(page, counts, may.may_publish)
+
+
+# ---------------------------------------------------------------- one case
+
+
+@dataclass
+class CaseView:
+    """A case with what belongs to it when shown alone, and what the caller may do with it."""
+
+    case: Case
+    snapshot: Snapshot | None
+    agent_id: str
+    grants: Grants
+
+    @property
+    def may_publish(self) -> bool:
+        return self.grants.may_publish
+
+
+def _case(caller: Principal, agent: AgentRef, case_id: str, *, lock: bool = False) -> Case:
+    stmt = select(Case).where(
+        Case.id == case_id,
+        Case.agent_pk == agent.pk,
+        Case.tenant_id == caller.tenant_id,
+        Case.is_case,
+    )
+    case = db.session.scalar(stmt.with_for_update() if lock else stmt)
+    if case is None:
+        raise CaseNotFound()
+    return case
+
+
+def get_case(caller: Principal, agent_id: str, case_id: str) -> CaseView:
+    """A case with its run's snapshot."""
+    agent = find_agent(caller, agent_id)
+    case = _case(caller, agent, case_id)
+    may = grants(caller, agent, case.project_id)
+    may.require("read", agent, case.project_id)
+    return CaseView(case, db.session.get(Snapshot, case.run_id), agent.id, may)
+
+
+def _publishable(caller: Principal, agent_id: str, case_id: str) -> Case:
+    """The case, locked for a change, once the caller may publish in its project."""
+    agent = find_agent(caller, agent_id)
+    case = _case(caller, agent, case_id, lock=True)
+    grants(caller, agent, case.project_id).require("publish", agent, case.project_id)
+    return case
+
+
+def retire_case(caller: Principal, agent_id: str, case_id: str, reason: str) -> Case:
+    """Take a case out of grading; it stays listed with `include=retired`."""
+    case = _publishable(caller, agent_id, case_id)
+    if case.retired_at is not None:
+        raise CaseRetired()
+    by = caller.actor
+    case.retired_reason, case.retired_by_kind, case.retired_by_id = reason, by["kind"], by["id"]
+    case.retired_at = case.updated_at = clock()
+    tally_retirement(case, retiring=True)
+    db.session.flush()
+    return case
+
+
+def restore_case(caller: Principal, agent_id: str, case_id: str) -> Case:
+    """Put a retired case back into grading."""
+    case = _publishable(caller, agent_id, case_id)
+    if case.retired_at is None:
+        raise CaseActive()
+    case.retired_reason = case.retired_by_kind = case.retired_by_id = case.retired_at = None
+    case.updated_at = clock()
+    tally_retirement(case, retiring=False)
+    db.session.flush()
+    return case

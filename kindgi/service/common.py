@@ -1,0 +1,45 @@
+"""What every service module shares: the clock, ids, and the request's connection.
+
+The service runs inside the request's transaction (see `kindgi/http.py`): it changes the session
+and flushes, and never commits or rolls back itself.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from ..database import db
+
+
+def clock() -> datetime:
+    """Now, naive UTC to the millisecond (what is stored is what is shown)."""
+    now = datetime.now(UTC).replace(tzinfo=None)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{secrets.token_hex(10)}"
+
+
+def sql() -> Connection:
+    """The request's connection, in the session's transaction: reads that need no ORM objects
+    run on it as prebuilt Core statements, several times cheaper than ORM queries."""
+    return db.session.connection()
+
+
+def dialect() -> str:
+    """The session's database, "sqlite" or "postgresql": the prebuilt statements of each."""
+    return db.session.get_bind().dialect.name
+
+
+def insert_for(dialect_name: str, table: Any) -> Any:
+    """The dialect's INSERT (it has ON CONFLICT), for prebuilt statements."""
+    if dialect_name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert(table)

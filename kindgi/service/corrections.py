@@ -1,0 +1,186 @@
+"""Making cases from runs: experts' corrections (a case while their status keeps them one) and
+hand cases. A run's first case takes a snapshot of its content, which later cases share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cache
+from typing import Any
+
+from jsonpointer import EndOfList, JsonPointer, JsonPointerException
+from sqlalchemy import DateTime, Insert, bindparam, select
+
+from ..database import db
+from ..errors import (
+    CorrectionNotFound,
+    ItemNotFound,
+    RunErased,
+    RunIsReplay,
+    RunNotFinished,
+    bad_input,
+)
+from ..models import Case, Group, Run, Snapshot
+from .access import AgentRef, find_agent, require
+from .common import clock, dialect, insert_for, new_id, sql
+from .counts import tally
+from .identity import Principal
+from .runs import RunRef, agent_and_run
+
+_MISSING = object()
+
+
+def expect_of(body: dict[str, Any]) -> dict[str, Any]:
+    """A correction's body as what a case expects: one part per verdict given."""
+    expect: dict[str, Any] = {}
+    if "decisions" in body:
+        decisions: dict[str, Any] = {"verdict": body["decisions"]}
+        if "shouldCall" in body:
+            decisions["shouldCall"] = [
+                {"tool": c["tool"], "args": c.get("args", {})} for c in body["shouldCall"]
+            ]
+        if "mustNotCall" in body:
+            decisions["mustNotCall"] = list(body["mustNotCall"])
+        expect["decisions"] = decisions
+    if "answer" in body:
+        answer = {"verdict": body["answer"]}
+        answer.update({k: body[k] for k in ("shouldSay", "why") if k in body})
+        expect["answer"] = answer
+    if "items" in body:
+        expect["items"] = [dict(item) for item in body["items"]]
+    return expect
+
+
+def _check_run_can_be_case(run: RunRef) -> None:
+    if run.replay_of is not None:
+        raise RunIsReplay()
+    if run.erased:
+        raise RunErased()
+    if run.status != "finished":
+        raise RunNotFinished()
+
+
+@cache
+def _take_snapshot(dialect_name: str) -> Insert:
+    """A run's first case takes its snapshot and later ones keep it: `INSERT … SELECT … ON
+    CONFLICT DO NOTHING`, built once per dialect, so the content never passes through Python."""
+    return (
+        insert_for(dialect_name, Snapshot.__table__)
+        .from_select(
+            ["run_id", "input", "output", "calls", "taken_at"],
+            select(
+                Run.id, Run.input, Run.output, Run.calls, bindparam("now", type_=DateTime)
+            ).where(Run.id == bindparam("run")),
+        )
+        .on_conflict_do_nothing()
+    )
+
+
+_SNAPSHOT_OUTPUT = select(Snapshot.output).where(Snapshot.run_id == bindparam("run"))
+
+
+def _check_items(items: Iterable[dict[str, Any]], output: Any) -> None:
+    """Every item's pointer must point at something in the run's output."""
+    for index, item in enumerate(items):
+        if "pointer" not in item:
+            continue
+        try:
+            found = JsonPointer(item["pointer"]).resolve(output, _MISSING)
+        except JsonPointerException:
+            found = _MISSING
+        if found is _MISSING or isinstance(found, EndOfList):  # "/-" is past the end
+            raise ItemNotFound(
+                details={
+                    "fields": {
+                        f"items.{index}.pointer": ["Resolves to nothing in the run's output."]
+                    }
+                }
+            )
+
+
+def _new_case(
+    caller: Principal, agent: AgentRef, run: RunRef, body: dict[str, Any], **kw: Any
+) -> Case:
+    """Insert a case (in Core: no unit of work for one row) and count it; the case as a model
+    outside the session, for its answer. Its columns are the values given here: a column with
+    a Python-side default would read None on it, so every caller passes every column it sets."""
+    now = clock()
+    sql().execute(_take_snapshot(dialect()), {"run": run.id, "now": now})
+    items = body.get("items", [])
+    if any("pointer" in item for item in items):
+        _check_items(items, sql().execute(_SNAPSHOT_OUTPUT, {"run": run.id}).scalar_one())
+    by = caller.actor
+    values = {
+        "tenant_id": caller.tenant_id,
+        "agent_pk": agent.pk,
+        "project_id": run.project_id,
+        "run_id": run.id,
+        "made_on": run.version,
+        "expect": expect_of(body),
+        "added_by_kind": by["kind"],
+        "added_by_id": by["id"],
+        "added_at": now,
+        "updated_at": now,
+        **kw,
+    }
+    sql().execute(Case.__table__.insert(), values)
+    case = Case(**values)
+    tally(case, +1)
+    return case
+
+
+def add_hand_case(caller: Principal, agent_id: str, body: dict[str, Any]) -> Case:
+    """A case by hand from a correction's body on one of the agent's finished runs."""
+    agent, run = agent_and_run(caller, agent_id, body["runId"])
+    require(caller, "publish", agent, run.project_id)
+    _check_run_can_be_case(run)
+    return _new_case(caller, agent, run, body, id=new_id("case"), kind="hand", expert=True)
+
+
+def record_correction(caller: Principal, agent_id: str, run_id: str, body: dict[str, Any]) -> Case:
+    """An expert's verdict on a finished run; it is a case while its status keeps it one."""
+    agent, run = agent_and_run(caller, agent_id, run_id)
+    require(caller, "write", agent, run.project_id)
+    _check_run_can_be_case(run)
+    restricted = False
+    if "group" in body:
+        group = db.session.get(Group, body["group"])
+        if group is None or group.agent_pk != agent.pk:
+            raise bad_input({"group": ["No such group of this agent."]})
+        restricted = group.restricted
+    return _new_case(
+        caller,
+        agent,
+        run,
+        body,
+        id=new_id("cor"),
+        kind="correction",
+        status="open",
+        group_id=body.get("group"),
+        expert=restricted,
+    )
+
+
+def set_correction_status(
+    caller: Principal, agent_id: str, correction_id: str, status: str
+) -> Case:
+    """Move a correction along; leaving or re-entering the set changes the counts at once."""
+    agent = find_agent(caller, agent_id)
+    case = db.session.scalar(
+        select(Case)
+        .where(
+            Case.id == correction_id,
+            Case.agent_pk == agent.pk,
+            Case.kind == "correction",
+            Case.tenant_id == caller.tenant_id,
+        )
+        .with_for_update()
+    )
+    if case is None:
+        raise CorrectionNotFound()
+    require(caller, "write", agent, case.project_id)
+    was_case = case.is_case
+    case.status = status
+    if was_case != case.is_case:
+        tally(case, +1 if case.is_case else -1)
+    db.session.flush()
+    return case

@@ -1,0 +1,189 @@
+"""A test set's counts, exact as of now: kept as tallies in the transaction of every change.
+
+A tally cell counts one test set's cases by (week added, kind, retired, expert), so reading the
+counts, or the overview's cases-per-week chart, never scans the set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from functools import cache
+from typing import Any
+
+from sqlalchemy import bindparam, func, select
+
+from ..database import db
+from ..models import Agent, AgentProject, Case, Grant, Project, Tally
+from .access import readable
+from .common import dialect, insert_for, sql
+from .identity import Principal
+
+TALLY_KEY = ("agent_pk", "project_id", "week", "kind", "retired", "expert")
+
+
+def week_of(at: datetime) -> date:
+    """The Monday of the week `at` falls in: the unit of the overview's chart."""
+    day = at.date()
+    return day - timedelta(days=day.weekday())
+
+
+@cache
+def _tally_upsert(dialect_name: str) -> Any:
+    """`INSERT … ON CONFLICT DO UPDATE SET n = n + :n`, built once per dialect."""
+    stmt = insert_for(dialect_name, Tally.__table__).values(
+        {name: bindparam(name) for name in (*TALLY_KEY, "n")}
+    )
+    return stmt.on_conflict_do_update(
+        index_elements=list(TALLY_KEY), set_={"n": Tally.n + stmt.excluded.n}
+    )
+
+
+def tally(case: Case, delta: int, retired: bool | None = None) -> None:
+    """Move the case's cell of its test set's counts by `delta`, atomically (the cell of its
+    retired state, unless `retired` names the other)."""
+    sql().execute(
+        _tally_upsert(dialect()),
+        {
+            "agent_pk": case.agent_pk,
+            "project_id": case.project_id,
+            "week": week_of(case.added_at),
+            "kind": case.kind,
+            "retired": case.retired_at is not None if retired is None else retired,
+            "expert": bool(case.expert),
+            "n": delta,
+        },
+    )
+
+
+def tally_retirement(case: Case, retiring: bool) -> None:
+    """Move one count between the active and the retired cell, always the active cell first,
+    so a retire and a restore running at once lock the cells in the same order: no deadlock."""
+    tally(case, -1 if retiring else +1, retired=False)
+    tally(case, +1 if retiring else -1, retired=True)
+
+
+def rebuild_tallies() -> None:
+    """Recount every test set from its cases (after a bulk load): by day in SQL, then by week."""
+    db.session.execute(Tally.__table__.delete())
+    retired = Case.retired_at.is_not(None)
+    day = func.date(Case.added_at)
+    cells: dict[tuple[Any, ...], int] = {}
+    for a, p, d, k, r, e, n in db.session.execute(
+        select(Case.agent_pk, Case.project_id, day, Case.kind, retired, Case.expert, func.count())
+        .where(Case.is_case)
+        .group_by(Case.agent_pk, Case.project_id, day, Case.kind, retired, Case.expert)
+    ):
+        key = (a, p, week_of(datetime.fromisoformat(str(d))), k, bool(r), bool(e))
+        cells[key] = cells.get(key, 0) + n
+    rows = [dict(zip(TALLY_KEY, key, strict=True), n=n) for key, n in cells.items()]
+    if rows:
+        db.session.execute(Tally.__table__.insert(), rows)
+
+
+@dataclass
+class Counts:
+    """A test set's counts: the API's active/retired, and the overview's breakdown."""
+
+    agent_id: str
+    project_id: str
+    project_name: str = ""
+    active: int = 0
+    retired: int = 0
+    correction: int = 0
+    hand: int = 0
+    expert: int = 0
+    last_added_at: datetime | None = None
+    weekly: dict[date, int] = field(default_factory=dict)  # cases added, by week
+
+    def add(self, cell: Tally) -> None:
+        self.weekly[cell.week] = self.weekly.get(cell.week, 0) + cell.n
+        if cell.retired:
+            self.retired += cell.n
+            return
+        self.active += cell.n
+        self.expert += cell.n if cell.expert else 0
+        if cell.kind == "hand":
+            self.hand += cell.n
+        else:
+            self.correction += cell.n
+
+
+# A test set's active and retired totals, summed in the database over its few count cells.
+_TOTALS = (
+    select(Tally.retired, func.sum(Tally.n))
+    .where(Tally.agent_pk == bindparam("agent_pk"), Tally.project_id == bindparam("project_id"))
+    .group_by(Tally.retired)
+)
+_LAST_ADDED = (
+    select(Case.added_at)
+    .where(
+        Case.agent_pk == bindparam("agent_pk"),
+        Case.project_id == bindparam("project_id"),
+        Case.is_case,
+    )
+    .order_by(Case.added_at.desc())
+    .limit(1)
+)
+
+
+def counts_of(agent_pk: int, agent_id: str, project_id: str) -> Counts:
+    """The counts of a test set the caller was already found to read."""
+    params = {"agent_pk": agent_pk, "project_id": project_id}
+    counts = Counts(agent_id, project_id)
+    for retired, n in sql().execute(_TOTALS, params):
+        if retired:
+            counts.retired = n
+        else:
+            counts.active = n
+    counts.last_added_at = _last_added(agent_pk, project_id)
+    return counts
+
+
+def test_set(caller: Principal, agent_id: str, project_id: str) -> Counts:
+    """How many cases the agent's test set has in the project, exact as of now."""
+    agent, _ = readable(caller, agent_id, project_id)
+    return counts_of(agent.pk, agent_id, project_id)
+
+
+def _last_added(agent_pk: int, project_id: str) -> datetime | None:
+    """When the newest case was added (retired or not): one step down the list index."""
+    return sql().execute(_LAST_ADDED, {"agent_pk": agent_pk, "project_id": project_id}).scalar()
+
+
+def overview(caller: Principal) -> list[Counts]:
+    """Every agent and project pair the caller can read, with its counts; busiest first.
+
+    One query finds the pairs, one reads all their tallies, and one index step per pair finds
+    when its newest case was added, so hundreds of pairs cost milliseconds.
+    """
+    pairs = (
+        select(Agent.pk, Agent.id, Project.id, Project.name)
+        .join(AgentProject, AgentProject.agent_pk == Agent.pk)
+        .join(Project, Project.id == AgentProject.project_id)
+        .where(Agent.tenant_id == caller.tenant_id)
+    )
+    if not caller.admin:
+        pairs = pairs.where(
+            Project.id.in_(
+                select(Grant.project_id).where(
+                    Grant.principal_kind == caller.kind,
+                    Grant.principal_id == caller.id,
+                    Grant.permission == "read",
+                )
+            )
+        )
+    rows: dict[tuple[int, str], Counts] = {
+        (pk, pid): Counts(agent_id, pid, project_name=name)
+        for pk, agent_id, pid, name in db.session.execute(pairs)
+    }
+    if rows:
+        agent_pks = {pk for pk, _ in rows}
+        for cell in db.session.scalars(select(Tally).where(Tally.agent_pk.in_(agent_pks))):
+            counts = rows.get((cell.agent_pk, cell.project_id))
+            if counts is not None:
+                counts.add(cell)
+        for (pk, pid), counts in rows.items():
+            counts.last_added_at = _last_added(pk, pid)
+    by_name = sorted(rows.values(), key=lambda c: (c.agent_id, c.project_name))
+    return sorted(by_name, key=lambda c: c.last_added_at or datetime.min, reverse=True)
