@@ -1,8 +1,8 @@
 """Adding a hand case: `POST /v1/agents/{agentId}/test-set/cases`, through HTTP, rule by rule.
 
 Each limit is shown at its boundary (added at the limit, 400 one past it) and every refused
-request is shown to change nothing. The contract is the reference page in `seeds/`; permissions and
-error envelopes are DESIGN §2-3. Each table row starts with the sentence that names it.
+request is shown to change nothing. The contract is `docs/reference/add-case.md`; permissions and
+error envelopes are docs/design.md §2-3. Each table row starts with the sentence that names it.
 """
 
 from __future__ import annotations

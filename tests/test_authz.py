@@ -1,4 +1,5 @@
-"""Who may do what (DESIGN §1-2, API-ROUTE-CONVENTIONS §2.1 and §4.4), as one table per surface.
+"""Who may do what (docs/design.md §1-2, API-ROUTE-CONVENTIONS §2.1 and §4.4), as one table
+per surface.
 
 Every `/v1` route is called by ten callers: no token, a malformed one, an expired one, a revoked
 one, another tenant's admin, a reader, a user with publish only, a writer, an admin and a service
