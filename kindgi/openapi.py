@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from functools import cache
-from typing import Any
+import re
+from typing import Any, NamedTuple
 
 from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
@@ -31,6 +31,7 @@ ERRORS = {
 READ_ERRORS = (400, 401, 403, 404, 405, 500, 503)
 WRITE_ERRORS = (400, 401, 403, 404, 405, 409, 413, 415, 422, 500, 503)
 
+IMPLIED = {"HEAD", "OPTIONS"}  # methods Flask answers for every route by itself
 IDEMPOTENCY_KEY = {
     "in": "header",
     "name": "Idempotency-Key",
@@ -55,11 +56,21 @@ def _path_params(path: str) -> list[dict[str, Any]]:
     ]
 
 
-# (method, path, operationId, summary, query schema, body schema, status, answer schema, extra)
-OPERATIONS: list[tuple[str, str, str, str, Any, Any, int, Any, tuple[int, ...]]] = [
-    (
-        "get",
-        "/v1/agents/{agentId}/test-set",
+class Operation(NamedTuple):
+    """What the URL map can't say of a route: its name, summary, schemas and answers."""
+
+    op_id: str
+    summary: str
+    query: Any  # the query string's schema
+    body: Any  # the request body's schema
+    status: int  # the success status
+    answer: Any  # the success answer's schema
+    extra: tuple[int, ...]  # error statuses beyond the method's usual ones
+
+
+# Every /v1 endpoint's operation, by endpoint name; the routes themselves come from the URL map.
+OPERATIONS: dict[str, Operation] = {
+    "api.get_test_set": Operation(
         "agentsTestSetGet",
         "A project's test set of an agent: its counts, exact as of now.",
         schemas.TestSetQuery,
@@ -68,9 +79,7 @@ OPERATIONS: list[tuple[str, str, str, str, Any, Any, int, Any, tuple[int, ...]]]
         schemas.TestSetOut,
         (),
     ),
-    (
-        "get",
-        "/v1/agents/{agentId}/test-set/cases",
+    "api.list_cases": Operation(
         "agentsTestSetListCases",
         "List a project's cases of an agent's test set, newest added first.",
         schemas.CasesQuery,
@@ -79,9 +88,7 @@ OPERATIONS: list[tuple[str, str, str, str, Any, Any, int, Any, tuple[int, ...]]]
         schemas.CasePage,
         (),
     ),
-    (
-        "post",
-        "/v1/agents/{agentId}/test-set/cases",
+    "api.add_case": Operation(
         "agentsTestSetAddCase",
         "Add a case by hand from a correction's body on one of the agent's finished runs.",
         None,
@@ -90,9 +97,7 @@ OPERATIONS: list[tuple[str, str, str, str, Any, Any, int, Any, tuple[int, ...]]]
         schemas.CaseOut,
         (410,),
     ),
-    (
-        "get",
-        "/v1/agents/{agentId}/test-set/cases/{caseId}",
+    "api.get_case": Operation(
         "agentsTestSetGetCase",
         "One case, with its run's snapshot.",
         None,
@@ -101,9 +106,7 @@ OPERATIONS: list[tuple[str, str, str, str, Any, Any, int, Any, tuple[int, ...]]]
         schemas.CaseDetailOut,
         (),
     ),
-    (
-        "post",
-        "/v1/agents/{agentId}/test-set/cases/{caseId}/retire",
+    "api.retire_case": Operation(
         "agentsTestSetRetireCase",
         "Retire a case: it stays listed with include=retired and no test run checks it.",
         None,
@@ -112,9 +115,7 @@ OPERATIONS: list[tuple[str, str, str, str, Any, Any, int, Any, tuple[int, ...]]]
         schemas.CaseOut,
         (),
     ),
-    (
-        "post",
-        "/v1/agents/{agentId}/test-set/cases/{caseId}/restore",
+    "api.restore_case": Operation(
         "agentsTestSetRestoreCase",
         "Restore a retired case.",
         None,
@@ -123,9 +124,7 @@ OPERATIONS: list[tuple[str, str, str, str, Any, Any, int, Any, tuple[int, ...]]]
         schemas.CaseOut,
         (),
     ),
-    (
-        "get",
-        "/v1/agents/{agentId}/runs",
+    "api.list_runs": Operation(
         "agentsListRuns",
         "The agent's runs in a project, newest first: runs to pick a case from.",
         schemas.RunsQuery,
@@ -134,9 +133,7 @@ OPERATIONS: list[tuple[str, str, str, str, Any, Any, int, Any, tuple[int, ...]]]
         schemas.RunPage,
         (),
     ),
-    (
-        "post",
-        "/v1/agents/{agentId}/runs",
+    "api.record_run": Operation(
         "agentsRecordRun",
         "Record a run of an agent version in a project.",
         None,
@@ -145,9 +142,7 @@ OPERATIONS: list[tuple[str, str, str, str, Any, Any, int, Any, tuple[int, ...]]]
         schemas.RunOut,
         (),
     ),
-    (
-        "post",
-        "/v1/agents/{agentId}/runs/{runId}/corrections",
+    "api.record_correction": Operation(
         "agentsRecordCorrection",
         "Record an expert's correction of a finished run.",
         None,
@@ -156,9 +151,7 @@ OPERATIONS: list[tuple[str, str, str, str, Any, Any, int, Any, tuple[int, ...]]]
         schemas.CorrectionOut,
         (410,),
     ),
-    (
-        "patch",
-        "/v1/agents/{agentId}/corrections/{correctionId}",
+    "api.set_correction_status": Operation(
         "agentsSetCorrectionStatus",
         "Change a correction's status; won't-fix and removed take it out of the test set.",
         None,
@@ -167,9 +160,7 @@ OPERATIONS: list[tuple[str, str, str, str, Any, Any, int, Any, tuple[int, ...]]]
         schemas.CorrectionOut,
         (),
     ),
-    (
-        "post",
-        "/v1/tokens",
+    "api.create_token": Operation(
         "tokensCreate",
         "Create a personal API token; the only answer that ever shows its secret.",
         None,
@@ -178,9 +169,7 @@ OPERATIONS: list[tuple[str, str, str, str, Any, Any, int, Any, tuple[int, ...]]]
         schemas.NewTokenOut,
         (),
     ),
-    (
-        "get",
-        "/v1/tokens",
+    "api.list_tokens": Operation(
         "tokensList",
         "Your tokens, newest first, a page at a time; never their secrets.",
         schemas.Paging,
@@ -189,9 +178,7 @@ OPERATIONS: list[tuple[str, str, str, str, Any, Any, int, Any, tuple[int, ...]]]
         schemas.TokenPage,
         (),
     ),
-    (
-        "delete",
-        "/v1/tokens/{tokenId}",
+    "api.revoke_token": Operation(
         "tokensRevoke",
         "Revoke one of your tokens.",
         None,
@@ -200,9 +187,7 @@ OPERATIONS: list[tuple[str, str, str, str, Any, Any, int, Any, tuple[int, ...]]]
         None,
         (),
     ),
-    (
-        "get",
-        "/v1/openapi.json",
+    "api.openapi": Operation(
         "openapiDocument",
         "This document: OpenAPI 3.1, generated from the schemas that validate requests. "
         "Public: the one route that needs no token.",
@@ -212,20 +197,11 @@ OPERATIONS: list[tuple[str, str, str, str, Any, Any, int, Any, tuple[int, ...]]]
         {"type": "object", "required": ["openapi", "info", "paths"]},
         (),
     ),
-]
+}
 
 
-def _operation(
-    method: str,
-    path: str,
-    op_id: str,
-    summary: str,
-    query: Any,
-    body: Any,
-    status: int,
-    answer: Any,
-    extra: tuple[int, ...],
-) -> dict[str, Any]:
+def _operation(method: str, path: str, operation: Operation) -> dict[str, Any]:
+    op_id, summary, query, body, status, answer, extra = operation
     params = _path_params(path)
     if query is not None:
         params.append({"in": "query", "schema": query})
@@ -246,7 +222,7 @@ def _operation(
         "parameters": params,
         "responses": responses,
     }
-    if path.startswith("/v1/agents") or path.startswith("/v1/tokens"):
+    if not path.endswith("/openapi.json"):
         op["security"] = [{"bearerAuth": []}]
     if body is not None:
         op["requestBody"] = {
@@ -256,10 +232,29 @@ def _operation(
     return op
 
 
-@cache
-def _build(title: str) -> dict[str, Any]:
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(word.title() for word in rest)
+
+
+def routes(app: Flask) -> list[tuple[str, str, str]]:
+    """The API's (method, OpenAPI path, endpoint), as the app's URL map serves them."""
+    found = []
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint.split(".")[0] != "api":
+            continue
+        path = re.sub(r"<(?:[^:>]+:)?([^>]+)>", lambda m: "{" + _camel(m[1]) + "}", rule.rule)
+        found += [(m.lower(), path, rule.endpoint) for m in sorted(rule.methods - IMPLIED)]
+    return found
+
+
+def _build(app: Flask) -> dict[str, Any]:
+    served = routes(app)
+    undocumented = {endpoint for *_, endpoint in served} ^ set(OPERATIONS)
+    if undocumented:  # a route without its operation, or an operation without its route
+        raise LookupError(f"OpenAPI operations and routes differ: {sorted(undocumented)}")
     spec = APISpec(
-        title=title,
+        title="Kindgi test sets",
         version="0.5.0",
         openapi_version="3.1.0",
         plugins=[MarshmallowPlugin()],
@@ -289,8 +284,8 @@ def _build(title: str) -> dict[str, Any]:
             },
         )
     paths: dict[str, dict[str, Any]] = {}
-    for method, path, *rest in OPERATIONS:
-        paths.setdefault(path, {})[method] = _operation(method, path, *rest)
+    for method, path, endpoint in served:
+        paths.setdefault(path, {})[method] = _operation(method, path, OPERATIONS[endpoint])
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)
     return _with_uuid_patterns(spec.to_dict())
@@ -310,5 +305,7 @@ def _with_uuid_patterns(node: Any) -> Any:
 
 
 def document(app: Flask) -> dict[str, Any]:
-    """The OpenAPI document (built once per process)."""
-    return _build(app.name and "Kindgi test sets")
+    """The OpenAPI document of the routes `app` serves (built once per app)."""
+    if "kindgi.openapi" not in app.extensions:
+        app.extensions["kindgi.openapi"] = _build(app)
+    return app.extensions["kindgi.openapi"]
