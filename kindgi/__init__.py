@@ -19,7 +19,8 @@ from .config import DEFAULTS
 from .database import db, engine_options, install_hooks
 
 HERE = Path(__file__).resolve().parent
-CHECKOUT = HERE.parent if (HERE.parent / "app.py").exists() else None
+# An installed wheel carries templates/ and static/ inside the package; a checkout at its top level
+CHECKOUT = None if (HERE / "templates").is_dir() else HERE.parent
 
 migrate = Migrate()
 login_manager = LoginManager()

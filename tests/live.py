@@ -33,9 +33,16 @@ def gunicorn(database_url: str, log_path: Path, workers: int = 4, **env: str) ->
 
 @contextmanager
 def gunicorn_master(
-    database_url: str, log_path: Path, workers: int = 4, **env: str
+    database_url: str,
+    log_path: Path,
+    workers: int = 4,
+    *,
+    app: str = "app:app",
+    cwd: Path = ROOT,
+    **env: str,
 ) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """As `gunicorn`, with the master's process too (whose children are the workers)."""
+    """As `gunicorn`, with the master's process too (whose children are the workers); `app`
+    and `cwd` say what it serves from where (the checkout's `app:app` unless told)."""
     port = free_port()
     environ = {
         **os.environ,
@@ -51,9 +58,9 @@ def gunicorn_master(
                 str(workers),
                 "-b",
                 f"127.0.0.1:{port}",
-                "app:app",
+                app,
             ],
-            cwd=ROOT,
+            cwd=cwd,
             env=environ,
             stdout=log,
             stderr=subprocess.STDOUT,
