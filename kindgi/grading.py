@@ -1,8 +1,8 @@
 """Grading one candidate result against a case's expectation, and the statistics of a test run.
 
-Pure functions over plain JSON values (docs/design.md §9.3 and §9.5): no Flask, no database, standard
-library only, so every rule is tested on its own and the service only stores what they return.
-The answer part is the judge's (§9.4); here it only gets its starting outcome.
+Pure functions over plain JSON values (docs/design.md §9.3 and §9.5): no Flask, no database,
+standard library only, so every rule is tested on its own and the service only stores what they
+return. The answer part is the judge's (§9.4); here it only gets its starting outcome.
 
 Choices the design leaves open, made here:
 
