@@ -5,9 +5,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from flask import Blueprint, current_app, g, jsonify, request, url_for
+from flask import (
+    Blueprint,
+    Response,
+    current_app,
+    g,
+    jsonify,
+    request,
+    stream_with_context,
+    url_for,
+)
 
-from . import http, schemas, service
+from . import grading, http, reports, schemas, service
 from .config import API_PREFIX
 from .database import reading
 from .errors import UnsupportedMediaType, bad_input
@@ -156,3 +165,112 @@ def openapi():
     from .openapi import document
 
     return jsonify(document(current_app))
+
+
+# ---------------------------------------------------------------- versions and test runs
+
+
+@bp.get("/agents/<agent_id>/test-set/versions")
+def list_versions(agent_id: str):
+    args = query(schemas.PageQuery)
+    set_id, page = service.list_versions(g.caller, agent_id, args.pop("projectId"), **args)
+    return jsonify(schemas.page_json(page, lambda row: schemas.version_json(row, set_id)))
+
+
+@bp.get("/agents/<agent_id>/test-set/versions/<version>/diff/<other>")
+def diff_versions(agent_id: str, version: str, other: str):
+    args = query(schemas.DiffQuery)
+    diff = service.diff_versions(g.caller, agent_id, args.pop("projectId"), version, other, **args)
+    out = schemas.page_json(
+        diff.page,
+        lambda r: {"caseId": r[0], "change": r[1], "kind": r[2], "expert": bool(r[3])},
+    )
+    out["counts"] = {"added": diff.added, "removed": diff.removed}
+    return jsonify(out)
+
+
+def _run_json(view: service.RunView) -> dict[str, Any]:
+    return schemas.test_run_json(view, grading.wilson)
+
+
+def _run_url(agent_id: str, run_id: str) -> str:
+    return url_for("api.get_test_run", agent_id=agent_id, run_id=run_id)
+
+
+@bp.post("/agents/<agent_id>/test-runs")
+def start_test_run(agent_id: str):
+    view = service.start_test_run(g.caller, agent_id, body(schemas.StartTestRunBody))
+    return jsonify(_run_json(view)), 201, {"Location": _run_url(agent_id, view.run.id)}
+
+
+@bp.get("/agents/<agent_id>/test-runs")
+def list_test_runs(agent_id: str):
+    args = query(schemas.TestRunsQuery)
+    page, agent = service.list_test_runs(g.caller, agent_id, args.pop("projectId"), **args)
+    return jsonify(schemas.page_json(page, lambda run: _run_json(service.RunView(run, agent))))
+
+
+@bp.get("/agents/<agent_id>/test-runs/<run_id>")
+def get_test_run(agent_id: str, run_id: str):
+    return jsonify(_run_json(service.get_test_run(g.caller, agent_id, run_id)))
+
+
+@bp.get("/agents/<agent_id>/test-runs/<run_id>/cases")
+def runner_cases(agent_id: str, run_id: str):
+    args = query(schemas.RunCasesQuery)
+    args["awaiting"] = args.get("awaiting") == "true"
+    page = service.runner_cases(g.caller, agent_id, run_id, **args)
+    return jsonify(schemas.page_json(page, schemas.runner_case_json))
+
+
+@bp.post("/agents/<agent_id>/test-runs/<run_id>/results")
+def send_results(agent_id: str, run_id: str):
+    results = body(schemas.ResultsBody)["results"]
+    accepted, duplicates, view = service.send_results(g.caller, agent_id, run_id, results)
+    return jsonify({"accepted": accepted, "duplicates": duplicates, "run": _run_json(view)})
+
+
+@bp.post("/agents/<agent_id>/test-runs/<run_id>/finish")
+def finish_test_run(agent_id: str, run_id: str):
+    body(schemas.EmptyBody)
+    return jsonify(_run_json(service.finish_test_run(g.caller, agent_id, run_id)))
+
+
+@bp.post("/agents/<agent_id>/test-runs/<run_id>/cancel")
+def cancel_test_run(agent_id: str, run_id: str):
+    body(schemas.EmptyBody)
+    return jsonify(_run_json(service.cancel_test_run(g.caller, agent_id, run_id)))
+
+
+@bp.get("/agents/<agent_id>/test-runs/<run_id>/results")
+def list_results(agent_id: str, run_id: str):
+    args = query(schemas.ResultsQuery)
+    if "outcome" in args:
+        args["outcome"] = args["outcome"].split(",")
+    page = service.list_results(g.caller, agent_id, run_id, **args)
+    return jsonify(schemas.page_json(page, schemas.result_json))
+
+
+@bp.get("/agents/<agent_id>/test-runs/<run_id>/results/<case_id>")
+def get_result(agent_id: str, run_id: str, case_id: str):
+    return jsonify(
+        schemas.result_detail_json(service.get_result(g.caller, agent_id, run_id, case_id))
+    )
+
+
+@bp.get("/agents/<agent_id>/test-runs/<run_id>/compare/<other_id>")
+def compare(agent_id: str, run_id: str, other_id: str):
+    args = query(schemas.CompareQuery)
+    if "change" in args:
+        args["change"] = args["change"].split(",")
+    found = service.compare(g.caller, agent_id, run_id, other_id, **args)
+    out = schemas.page_json(found.page, schemas.compare_row_json)
+    out["counts"] = schemas.change_counts_json(found.counts)
+    out["pValue"] = found.p_value
+    return jsonify(out)
+
+
+@bp.get("/agents/<agent_id>/test-runs/<run_id>/report.xml")
+def report(agent_id: str, run_id: str):
+    view, rows = service.report(g.caller, agent_id, run_id)
+    return Response(stream_with_context(reports.junit(view, rows)), mimetype="application/xml")

@@ -60,12 +60,22 @@ ProjectNotFound = _error(404, "project-not-found", "No such project serves this 
 RunNotFound = _error(404, "run-not-found", "No such run.")
 CaseNotFound = _error(404, "case-not-found", "No such case in this agent's test set.")
 CorrectionNotFound = _error(404, "correction-not-found", "No such correction.")
+TestRunNotFound = _error(404, "test-run-not-found", "No such test run of this agent.")
+VersionNotFound = _error(404, "version-not-found", "No such version of this test set.")
 NotFound = _error(404, "not-found", "Nothing is here.")
 MethodNotAllowed = _error(405, "method-not-allowed", "This method is not allowed here.")
 UnsupportedMediaType = _error(415, "unsupported-media-type", "Send the body as application/json.")
 RunNotFinished = _error(409, "run-not-finished", "The run has not finished; it has no output yet.")
 CaseRetired = _error(409, "case-retired", "The case is already retired.")
 CaseActive = _error(409, "case-active", "The case is active; only a retired case can be restored.")
+NothingToGrade = _error(409, "nothing-to-grade", "The test run would have no case to grade.")
+ResultConflict = _error(
+    409, "result-conflict", "A result differs from the one already kept for its case."
+)
+TestRunClosed = _error(409, "test-run-closed", "The test run no longer takes this.")
+TestRunsNotComparable = _error(
+    409, "test-runs-not-comparable", "The runs are not of the same test set, or not done."
+)
 KeyInFlight = _error(
     409,
     "idempotency-key-in-flight",

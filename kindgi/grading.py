@@ -32,6 +32,7 @@ from typing import Any
 
 PART_OUTCOMES = ("pass", "fail", "error", "pending", "ungraded")
 NO_RANKED_LIST = "no-ranked-list"
+NO_RESULT = "no-result"  # a case the run finished without a result for
 NO_JUDGE = "no judge is configured"
 # A score this close under its bar still passes: sums of logarithms are not exact.
 SCORE_TOLERANCE = 1e-9

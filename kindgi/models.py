@@ -15,6 +15,7 @@ from sqlalchemy import (
     Boolean,
     Date,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -254,3 +255,96 @@ class LoginFailure(db.Model):
     at: Mapped[datetime] = mapped_column(DateTime)
 
     __table_args__ = (Index("ix_login_failures_key_at", "email_key", "at"),)
+
+
+# ---------------------------------------------------------------- test runs
+
+
+class TestSetChanges(db.Model):
+    """How many times a test set has changed (a case in, out, retired or restored): a freeze
+    whose set has not changed since the last one reuses its version with one comparison."""
+
+    __tablename__ = "test_set_changes"
+    agent_pk: Mapped[int] = mapped_column(ForeignKey("agents.pk"), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"), primary_key=True)
+    changes: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class TestSetVersion(db.Model):
+    """A frozen version of a test set: its active cases at one change, `v<number>`."""
+
+    __tablename__ = "test_set_versions"
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    agent_pk: Mapped[int] = mapped_column(ForeignKey("agents.pk"))
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"))
+    number: Mapped[int] = mapped_column(Integer)
+    at_change: Mapped[int] = mapped_column(Integer)
+    frozen_at: Mapped[datetime] = mapped_column(DateTime)
+    frozen_by_kind: Mapped[str] = mapped_column(String(8))
+    frozen_by_id: Mapped[str] = mapped_column(String(64))
+    total: Mapped[int] = mapped_column(Integer)
+    expert: Mapped[int] = mapped_column(Integer)
+
+    __table_args__ = (
+        UniqueConstraint("agent_pk", "project_id", "number", name="uq_test_set_versions_number"),
+    )
+
+
+class VersionMember(db.Model):
+    """A case in a frozen version (its expectation and snapshot never change, so the id is
+    enough)."""
+
+    __tablename__ = "version_members"
+    version_pk: Mapped[int] = mapped_column(ForeignKey("test_set_versions.pk"), primary_key=True)
+    case_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    expert: Mapped[bool] = mapped_column(Boolean)
+
+
+class TestRun(db.Model):
+    """A candidate agent version graded against a frozen version of a test set.
+
+    `tallies` are its counts, kept in the transaction of every change to its results, so
+    reading a run never scans its cases."""
+
+    __tablename__ = "test_runs"
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(64), unique=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
+    agent_pk: Mapped[int] = mapped_column(ForeignKey("agents.pk"))
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"))
+    version_pk: Mapped[int] = mapped_column(ForeignKey("test_set_versions.pk"))
+    version: Mapped[str] = mapped_column(String(16))  # the version's name, "v3"
+    candidate: Mapped[str] = mapped_column(String(100))
+    weighting: Mapped[str] = mapped_column(String(16))
+    baseline_pk: Mapped[int | None] = mapped_column(ForeignKey("test_runs.pk"))
+    baseline_id: Mapped[str | None] = mapped_column(String(64))
+    rerun_of_id: Mapped[str | None] = mapped_column(String(64))
+    only: Mapped[str | None] = mapped_column(String(32))
+    label: Mapped[str | None] = mapped_column(String(200))
+    meta: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    items_threshold: Mapped[float] = mapped_column(Float)
+    status: Mapped[str] = mapped_column(String(16))  # open | grading | done | canceled
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    created_by_kind: Mapped[str] = mapped_column(String(8))
+    created_by_id: Mapped[str] = mapped_column(String(64))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime)
+    tallies: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+    __table_args__ = (Index("ix_test_runs_list", "agent_pk", "project_id", "created_at", "id"),)
+
+
+class RunCase(db.Model):
+    """One case of a test run: awaiting its result, then the result as sent and as graded."""
+
+    __tablename__ = "test_run_cases"
+    run_pk: Mapped[int] = mapped_column(ForeignKey("test_runs.pk"), primary_key=True)
+    case_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    outcome: Mapped[str] = mapped_column(String(10))  # awaiting, or a case outcome
+    reason: Mapped[str | None] = mapped_column(Text)
+    decisions: Mapped[str | None] = mapped_column(String(10))  # each part's outcome
+    answer: Mapped[str | None] = mapped_column(String(10))
+    items: Mapped[str | None] = mapped_column(String(10))
+    items_score: Mapped[float | None] = mapped_column(Float)
+    parts: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # each part's explanation
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # as the candidate sent it
+    result_digest: Mapped[str | None] = mapped_column(String(64))  # of its canonical JSON

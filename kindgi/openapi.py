@@ -17,10 +17,12 @@ ERRORS = {
     401: "Missing, malformed, unknown, expired or revoked bearer token (`unauthenticated`).",
     403: "A permission is missing (`forbidden`, `details.needs`).",
     404: "`agent-not-found`, `project-not-found`, `run-not-found`, `case-not-found`, "
-    "`correction-not-found` or `not-found`.",
+    "`correction-not-found`, `test-run-not-found`, `version-not-found` or `not-found`.",
     405: "`method-not-allowed`; `Allow` lists the methods.",
-    409: "`run-not-finished`, `case-retired`, `case-active`, `idempotency-key-in-flight` "
-    "(`Retry-After`), `idempotency-key-replay-withheld`.",
+    409: "`run-not-finished`, `case-retired`, `case-active`, `nothing-to-grade`, "
+    "`result-conflict` (`details.caseIds`), `test-run-closed` (`details.status`), "
+    "`test-runs-not-comparable`, `idempotency-key-in-flight` (`Retry-After`), "
+    "`idempotency-key-replay-withheld`.",
     410: "`run-erased`: an erasure cleared the run's content.",
     413: "`request-too-large` (`details.maxBytes`).",
     415: "`unsupported-media-type`: send `application/json`.",
@@ -197,6 +199,125 @@ OPERATIONS: dict[str, Operation] = {
         {"type": "object", "required": ["openapi", "info", "paths"]},
         (),
     ),
+    "api.list_versions": Operation(
+        "agentsTestSetListVersions",
+        "The test set's frozen versions, newest first.",
+        schemas.PageQuery,
+        None,
+        200,
+        schemas.VersionPage,
+        (),
+    ),
+    "api.diff_versions": Operation(
+        "agentsTestSetDiffVersions",
+        "The cases in one version and not the other (added), or the reverse (removed).",
+        schemas.DiffQuery,
+        None,
+        200,
+        schemas.DiffPage,
+        (),
+    ),
+    "api.start_test_run": Operation(
+        "agentsTestRunsStart",
+        "Freeze the test set (or reuse its unchanged version) and open a test run.",
+        None,
+        schemas.StartTestRunBody,
+        201,
+        schemas.TestRunOut,
+        (),
+    ),
+    "api.list_test_runs": Operation(
+        "agentsTestRunsList",
+        "A test set's test runs, newest first.",
+        schemas.TestRunsQuery,
+        None,
+        200,
+        schemas.TestRunPage,
+        (),
+    ),
+    "api.get_test_run": Operation(
+        "agentsTestRunsGet",
+        "One test run with its counts, pass rate and comparison with its baseline.",
+        None,
+        None,
+        200,
+        schemas.TestRunOut,
+        (),
+    ),
+    "api.runner_cases": Operation(
+        "agentsTestRunsCases",
+        "What a runner needs of each case, by case id (awaiting=true: only those with no "
+        "result yet).",
+        schemas.RunCasesQuery,
+        None,
+        200,
+        schemas.RunCasePage,
+        (),
+    ),
+    "api.send_results": Operation(
+        "agentsTestRunsSendResults",
+        "Send 1 to 500 results, graded at once; all or nothing, a duplicate is a no-op.",
+        None,
+        schemas.ResultsBody,
+        200,
+        schemas.ResultsAccepted,
+        (),
+    ),
+    "api.finish_test_run": Operation(
+        "agentsTestRunsFinish",
+        "No more results: cases without one become errors (no-result).",
+        None,
+        schemas.EmptyBody,
+        200,
+        schemas.TestRunOut,
+        (),
+    ),
+    "api.cancel_test_run": Operation(
+        "agentsTestRunsCancel",
+        "Cancel a test run that is not over.",
+        None,
+        schemas.EmptyBody,
+        200,
+        schemas.TestRunOut,
+        (),
+    ),
+    "api.list_results": Operation(
+        "agentsTestRunsListResults",
+        "The cases that have a result, by case id, each outcome explained.",
+        schemas.ResultsQuery,
+        None,
+        200,
+        schemas.ResultPage,
+        (),
+    ),
+    "api.get_result": Operation(
+        "agentsTestRunsGetResult",
+        "One case's result beside its expectation and its run's snapshot.",
+        None,
+        None,
+        200,
+        schemas.ResultDetailOut,
+        (),
+    ),
+    "api.compare": Operation(
+        "agentsTestRunsCompare",
+        "This run against another of the same test set, paired by case id, with the exact "
+        "McNemar p-value of regressed against fixed.",
+        schemas.CompareQuery,
+        None,
+        200,
+        schemas.ComparePage,
+        (409,),
+    ),
+    "api.report": Operation(
+        "agentsTestRunsReport",
+        "The run as a JUnit XML report.",
+        None,
+        None,
+        200,
+        None,
+        (),
+    ),
 }
 
 
@@ -211,7 +332,9 @@ def _operation(method: str, path: str, operation: Operation) -> dict[str, Any]:
         "X-Request-Id": {"schema": {"type": "string"}, "description": "Server-assigned request id."}
     }
     success: dict[str, Any] = {"description": summary, "headers": request_id}
-    if answer is not None:
+    if path.endswith(".xml"):
+        success["content"] = {"application/xml": {"schema": {"type": "string"}}}
+    elif answer is not None:
         success["content"] = {"application/json": {"schema": answer}}
     responses: dict[str, Any] = {str(status): success}
     for code in sorted(set(READ_ERRORS if method == "get" else WRITE_ERRORS) | set(extra)):

@@ -12,6 +12,9 @@ record commit together. Another tenant's things look exactly like things that do
 - `corrections`: making cases from runs (corrections and hand cases)
 - `runs`: recording and listing runs
 - `paging`: keyset pages behind sealed cursors
+- `versions`: freezing a test set into versions, listing and diffing them
+- `test_runs`: a test run's life (start, finish, cancel) and reading runs
+- `results`: sending results (graded there), reading them, comparing two runs
 """
 
 from .cases import CasesView, CaseView, cases_page, get_case, list_cases, restore_case, retire_case
@@ -33,7 +36,26 @@ from .identity import (
     user_principal,
 )
 from .paging import Page
+from .results import (
+    Comparison,
+    ResultView,
+    compare,
+    get_result,
+    list_results,
+    report,
+    send_results,
+)
 from .runs import list_runs, new_case_runs, record_run
+from .test_runs import (
+    RunView,
+    cancel_test_run,
+    finish_test_run,
+    get_test_run,
+    list_test_runs,
+    runner_cases,
+    start_test_run,
+)
+from .versions import diff_versions, list_versions
 
 __all__ = [
     "LOGIN_MAX_FAILURES",
@@ -41,31 +63,47 @@ __all__ = [
     "TOKEN_PREFIX",
     "CaseView",
     "CasesView",
+    "Comparison",
     "Counts",
     "Page",
     "Principal",
+    "ResultView",
+    "RunView",
     "add_hand_case",
     "authenticate",
+    "cancel_test_run",
     "cases_page",
     "clock",
+    "compare",
     "create_token",
+    "diff_versions",
     "expect_of",
+    "finish_test_run",
     "get_case",
+    "get_result",
+    "get_test_run",
     "hash_password",
     "hash_secret",
     "list_cases",
+    "list_results",
     "list_runs",
+    "list_test_runs",
     "list_tokens",
+    "list_versions",
     "new_case_runs",
     "overview",
     "rebuild_tallies",
     "record_correction",
     "record_run",
+    "report",
     "restore_case",
     "retire_case",
     "revoke_token",
+    "runner_cases",
+    "send_results",
     "set_correction_status",
     "sign_in",
+    "start_test_run",
     "test_set",
     "user_principal",
     "week_of",

@@ -14,7 +14,16 @@ from typing import Any
 from sqlalchemy import bindparam, func, select
 
 from ..database import db
-from ..models import Agent, AgentProject, Case, Grant, Project, Tally
+from ..models import (
+    Agent,
+    AgentProject,
+    Case,
+    Grant,
+    Project,
+    Tally,
+    TestSetChanges,
+    TestSetVersion,
+)
 from .access import readable
 from .common import dialect, insert_for, sql
 from .identity import Principal
@@ -39,9 +48,23 @@ def _tally_upsert(dialect_name: str) -> Any:
     )
 
 
+@cache
+def _changes_upsert(dialect_name: str) -> Any:
+    """`INSERT … ON CONFLICT DO UPDATE SET changes = changes + 1`, built once per dialect."""
+    stmt = insert_for(dialect_name, TestSetChanges.__table__).values(
+        agent_pk=bindparam("agent_pk"), project_id=bindparam("project_id"), changes=1
+    )
+    return stmt.on_conflict_do_update(
+        index_elements=["agent_pk", "project_id"],
+        set_={"changes": TestSetChanges.changes + 1},
+    )
+
+
 def tally(case: Case, delta: int, retired: bool | None = None) -> None:
     """Move the case's cell of its test set's counts by `delta`, atomically (the cell of its
-    retired state, unless `retired` names the other)."""
+    retired state, unless `retired` names the other), and count a change of the set (so the
+    next freeze makes a new version). The change counter is locked after the cells, always."""
+    key = {"agent_pk": case.agent_pk, "project_id": case.project_id}
     sql().execute(
         _tally_upsert(dialect()),
         {
@@ -54,6 +77,7 @@ def tally(case: Case, delta: int, retired: bool | None = None) -> None:
             "n": delta,
         },
     )
+    sql().execute(_changes_upsert(dialect()), key)
 
 
 def tally_retirement(case: Case, retiring: bool) -> None:
@@ -79,6 +103,8 @@ def rebuild_tallies() -> None:
     rows = [dict(zip(TALLY_KEY, key, strict=True), n=n) for key, n in cells.items()]
     if rows:
         db.session.execute(Tally.__table__.insert(), rows)
+    for agent_pk, project_id in {(row["agent_pk"], row["project_id"]) for row in rows}:
+        sql().execute(_changes_upsert(dialect()), {"agent_pk": agent_pk, "project_id": project_id})
 
 
 @dataclass
@@ -94,6 +120,7 @@ class Counts:
     hand: int = 0
     expert: int = 0
     last_added_at: datetime | None = None
+    frozen_version: str | None = None  # the newest version's name
     weekly: dict[date, int] = field(default_factory=dict)  # cases added, by week
 
     def add(self, cell: Tally) -> None:
@@ -137,7 +164,19 @@ def counts_of(agent_pk: int, agent_id: str, project_id: str) -> Counts:
         else:
             counts.active = n
     counts.last_added_at = _last_added(agent_pk, project_id)
+    counts.frozen_version = sql().execute(_NEWEST_VERSION, params).scalar()
     return counts
+
+
+_NEWEST_VERSION = (
+    select(TestSetVersion.number)
+    .where(
+        TestSetVersion.agent_pk == bindparam("agent_pk"),
+        TestSetVersion.project_id == bindparam("project_id"),
+    )
+    .order_by(TestSetVersion.number.desc())
+    .limit(1)
+)
 
 
 def test_set(caller: Principal, agent_id: str, project_id: str) -> Counts:

@@ -60,3 +60,25 @@ def newest_first(query: Select[Any], at: Any, ident: Any, after: bool) -> Select
             < tuple_(bindparam("after_at", type_=at.type), bindparam("after_id", type_=ident.type))
         )
     return query.order_by(at.desc(), ident.desc()).limit(bindparam("limit"))
+
+
+def after_id(cursor: str | None, binding: dict[str, Any]) -> str:
+    """For a list in id order: the id a cursor resumes after ("" from the start)."""
+    if not cursor:
+        return ""
+    now = clock().replace(tzinfo=UTC).timestamp()
+    (ident,) = cursors.unseal(current_app.config["SECRET_KEY"], cursor, binding, now)
+    return str(ident)
+
+
+def id_page(rows: list[Any], limit: int, binding: dict[str, Any], ident: Any = None) -> Page:
+    """A page of a list in id order from up to `limit + 1` rows (`ident(row)` its id, the first
+    column unless told): the next page resumes after the last id shown."""
+    has_more = len(rows) > limit
+    rows = rows[:limit]
+    next_cursor = None
+    if has_more:
+        last = ident(rows[-1]) if ident else rows[-1][0]
+        now = clock().replace(tzinfo=UTC).timestamp()
+        next_cursor = cursors.seal(current_app.config["SECRET_KEY"], binding, [last], now)
+    return Page(rows, has_more, next_cursor)

@@ -28,8 +28,8 @@ from marshmallow import (
 )
 from sqlalchemy.engine import Row
 
-from .errors import bad_input
-from .models import CORRECTION_STATUSES
+from ..errors import bad_input
+from ..models import CORRECTION_STATUSES
 
 UUID_RE = re.compile(
     r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
@@ -422,6 +422,11 @@ def test_set_json(counts: Any) -> dict[str, Any]:
     }
     if counts.last_added_at is not None:
         out["lastAddedAt"] = counts.last_added_at
+    if counts.frozen_version is not None:
+        out["frozenVersion"] = {
+            "testSetId": f"agent.{counts.agent_id}.{counts.project_id}",
+            "version": f"v{counts.frozen_version}",
+        }
     return dump(TestSetOut, out)
 
 
@@ -572,3 +577,6 @@ def load(schema: type[Schema], data: Any) -> dict[str, Any]:
         return _instance(schema).load(data)
     except ValidationError as err:
         raise bad_input(flatten_errors(err.messages)) from None
+
+
+from .test_runs import *  # noqa: E402, F403  (the test runs' schemas, beside the test set's)
