@@ -70,7 +70,8 @@ def demo_command(cases: int, as_json: bool, url: str) -> None:
     if db.session.get(Tenant, demo.TENANT) is None:
         token = service.TOKEN_PREFIX + secrets.token_urlsafe(32)
         world.load(demo.world(cases, password, token), trusted=True)
-        note = f"loaded {cases} cases in {time.monotonic() - started:.1f} s"
+        runs = demo.test_runs(service.user_principal(demo.USER))
+        note = f"loaded {cases} cases and {runs} test runs in {time.monotonic() - started:.1f} s"
     else:  # already there: keep the data, give fresh credentials
         user = db.session.get(User, demo.USER)
         user.password_hash = service.hash_password(password)

@@ -9,7 +9,11 @@ import random
 from datetime import timedelta
 from typing import Any
 
+from sqlalchemy import select
+
 from . import service
+from .database import db
+from .models import Case, RunCase, Snapshot
 
 TENANT = "demo"
 EMAIL = "demo@kindgi.test"
@@ -158,3 +162,67 @@ def world(cases: int, password: str, token: str, seed: int = 7) -> dict[str, Any
         "corrections": corrections,
         "cases": hand,
     }
+
+
+# Candidate versions graded in turn against the triage test set, each against the one before:
+# how often each behaves as the experts asked, so the pass rate moves and cases flip.
+CANDIDATES = [("1.1.0", 0.72), ("1.2.0", 0.86), ("1.3.0", 0.8)]
+MAX_RUN_CASES = 50_000  # larger demos are for benchmarks: their test runs would take minutes
+
+
+def test_runs(caller: service.Principal) -> int:
+    """A few test runs of successive candidate versions of demo.triage, with regressions and
+    fixes: started, fed and finished through the service, as a runner would. How many made."""
+    agent, _, (project,) = AGENTS[1]
+    if service.test_set(caller, agent, project).active > MAX_RUN_CASES:
+        return 0
+    baseline = None
+    for candidate, skill in CANDIDATES:
+        body = {"projectId": project, "candidate": candidate, "label": f"nightly {candidate}"}
+        if baseline:
+            body["baseline"] = baseline
+        view = service.start_test_run(caller, agent, body)
+        rows = _cases_of(view.run.pk)
+        for first in range(0, len(rows), 500):
+            batch = [_result(row, candidate, skill) for row in rows[first : first + 500]]
+            service.send_results(caller, agent, view.run.id, batch)
+        baseline = view.run.id
+    return len(CANDIDATES)
+
+
+def _cases_of(run_pk: int) -> list[Any]:
+    """A run's cases with what a candidate needs to answer them well: the expectation and the
+    corrected run's calls and output."""
+    return db.session.execute(
+        select(RunCase.case_id, Case.expect, Snapshot.calls, Snapshot.output)
+        .join(Case, Case.id == RunCase.case_id)
+        .join(Snapshot, Snapshot.run_id == Case.run_id)
+        .where(RunCase.run_pk == run_pk)
+        .order_by(RunCase.case_id)
+    ).all()
+
+
+def _result(row: Any, candidate: str, skill: float) -> dict[str, Any]:
+    """A candidate's result for one case: as the experts asked with probability `skill`, else
+    the old mistakes; now and then a crash. Seeded by the case and candidate."""
+    rng = random.Random(f"{row.case_id}/{candidate}")
+    if rng.random() < 0.02:
+        return {"caseId": row.case_id, "error": "the agent timed out after 30 s"}
+    good = rng.random() < skill
+    expect, calls = row.expect, list(row.calls or [])
+    decisions = expect.get("decisions", {})
+    if decisions.get("verdict") == "wrong":
+        wanted = [{"tool": c["tool"], "args": c["args"]} for c in decisions.get("shouldCall", [])]
+        banned = [{"tool": t, "args": {}} for t in decisions.get("mustNotCall", [])]
+        calls = wanted if good else calls + banned
+    elif decisions and not good:
+        calls = [{"tool": "translate", "args": {}}]
+    ranked = None
+    if "items" in expect:
+        right = [i["key"] for i in expect["items"] if i["verdict"] == "right"]
+        wrong = [i["key"] for i in expect["items"] if i["verdict"] == "wrong"]
+        ranked = right + wrong if good else wrong + right
+    result: dict[str, Any] = {"caseId": row.case_id, "output": row.output, "calls": calls}
+    if ranked is not None:
+        result["ranked"] = ranked
+    return result

@@ -22,6 +22,7 @@ from sqlalchemy.exc import IntegrityError
 
 from . import schemas, service
 from .database import db
+from .errors import DomainError
 from .models import (
     CORRECTION_STATUSES,
     Agent,
@@ -377,7 +378,43 @@ class _Loader:
         counts["snapshots"] = _bulk(Snapshot, self._snapshots())
         counts["cases"] = cases
         service.rebuild_tallies()
+        counts["test runs"] = self._test_runs()
         return counts
+
+    def _test_runs(self) -> int:
+        """Test runs, made as a client makes them: started (which freezes the set), fed their
+        results 500 at a time, and finished when the entry says so."""
+        made = 0
+        for where, t in self.entries("testRuns"):
+            _need(t, where, "id", "agent", "project", "candidate", "by")
+            project = self.project(t["project"], where)
+            tenant = self.projects[project]
+            agent = self.agent(tenant, t["agent"], where)
+            kind, by_tenant = self.principal(t["by"], where)
+            if by_tenant != tenant:
+                raise WorldError(f"{where}: {t['by']!r} is not of the agent's tenant")
+            caller = service.Principal(kind, t["by"], tenant, admin=True)
+            given = ("weighting", "baseline", "rerunOf", "only", "label", "metadata")
+            start = {"projectId": project, "candidate": t["candidate"]}
+            start.update({k: t[k] for k in (*given, "itemsThreshold") if k in t})
+            results = t.get("results") or []
+            try:
+                view = service.start_test_run(
+                    caller, agent.id, schemas.load(schemas.StartTestRunBody, start)
+                )
+                view.run.id = t["id"]
+                if "at" in t:
+                    view.run.created_at = _time(t["at"], where)
+                for first in range(0, len(results), 500):
+                    batch = {"results": results[first : first + 500]}
+                    sent = schemas.load(schemas.ResultsBody, batch)["results"]
+                    service.send_results(caller, agent.id, t["id"], sent)
+                if t.get("finished") and view.run.status == "open":
+                    service.finish_test_run(caller, agent.id, t["id"])
+            except DomainError as err:
+                raise WorldError(f"{where}: {err.message} {err.details or ''}".strip()) from None
+            made += 1
+        return made
 
     def _runs(self) -> Iterable[dict[str, Any]]:
         for where, r in self.entries("runs"):

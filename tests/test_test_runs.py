@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from conftest import AGENT, P1, P2, ok, refused
 
-from kindgi import grading
+from kindgi import grading, world
+from kindgi.database import db
 
 V = f"/v1/agents/{AGENT}"
 RUNS = f"{V}/test-runs"
@@ -486,3 +487,31 @@ def test_starting_a_run_again_with_its_idempotency_key_answers_the_same_run(api)
     again = api.post(RUNS, body, headers={"Idempotency-Key": "start-1"})
     assert again.data == first.data and again.headers["Idempotent-Replayed"] == "true"
     assert len(ok(api.get(f"{RUNS}?projectId={P1}"))["data"]) == 1
+
+
+def test_a_world_file_loads_test_runs_as_a_runner_makes_them(app, api):
+    results = [
+        {"caseId": "cor-1", "output": None, "calls": [{"tool": "lookup"}]},
+        {"caseId": "case-2", "output": None, "calls": [], "ranked": ["nope"]},
+    ]
+    runs = [
+        {"id": "trun-w1", "agent": AGENT, "project": P1, "candidate": "1.0.0", "by": "u-writer",
+         "at": "2026-11-01T10:00:00Z", "results": results},
+        {"id": "trun-w2", "agent": AGENT, "project": P1, "candidate": "1.1.0", "by": "u-writer",
+         "baseline": "trun-w1", "results": results[:1], "finished": True},
+    ]  # fmt: skip
+    with app.app_context():
+        assert world.load({"testRuns": runs})["test runs"] == 2
+        db.session.commit()
+    first = ok(api.get(f"{RUNS}/trun-w1"))
+    assert (first["status"], first["createdAt"], first["createdBy"]) == (
+        "done",
+        "2026-11-01T10:00:00Z",
+        {"kind": "user", "id": "u-writer"},
+    )
+    assert outcomes(api, "trun-w1") == {"cor-1": "pass", "case-2": "fail"}
+    second = ok(api.get(f"{RUNS}/trun-w2"))
+    assert second["comparison"]["stillPassing"] == 1 and second["comparison"]["errored"] == 1
+    retired = [{"caseId": "case-1", "output": 1, "calls": []}]  # in no version
+    with app.app_context(), pytest.raises(world.WorldError, match=r"testRuns\[0\].*caseId"):
+        world.load({"testRuns": [{**runs[0], "id": "trun-w3", "results": retired}]})
