@@ -20,8 +20,15 @@ MEASURES = (
     "one case",
     "HTML cases page",
     "raw baseline: first page",
+    "read a test run",
+    "run results first page (25)",
+    "run results deep page (25)",
+    "compare first page (25)",
     "add a hand case",
     "build: kindgi demo",
+    "freeze",
+    "freeze again, unchanged",
+    "send 316 results",
     "peak RSS per worker",
 )
 

@@ -84,15 +84,23 @@ _GRANT_COLUMNS = (
     _SHARED,
 )
 
-# The agent, whether the project serves it, and the caller's grants there: one query.
-_SCOPE = (
-    select(Agent.pk, Agent.id, AgentProject.project_id, *_GRANT_COLUMNS)
-    .outerjoin(
-        AgentProject,
-        and_(AgentProject.agent_pk == Agent.pk, AgentProject.project_id == bindparam("project")),
+
+def _scope_query(*grants: Any) -> Any:
+    """The agent, whether the project serves it, and the grants named: one query."""
+    return (
+        select(Agent.pk, Agent.id, AgentProject.project_id, *grants)
+        .outerjoin(
+            AgentProject,
+            and_(
+                AgentProject.agent_pk == Agent.pk, AgentProject.project_id == bindparam("project")
+            ),
+        )
+        .where(Agent.tenant_id == bindparam("tenant"), Agent.id == bindparam("agent"))
     )
-    .where(Agent.tenant_id == bindparam("tenant"), Agent.id == bindparam("agent"))
-)
+
+
+_SCOPE = _scope_query(*_GRANT_COLUMNS)
+_ADMINS_SCOPE = _scope_query()  # an admin may do everything: no grant to look up
 _GRANTS = select(*_GRANT_COLUMNS).where(Agent.pk == bindparam("agent_pk"))
 _AGENT = select(Agent.pk, Agent.id).where(
     Agent.tenant_id == bindparam("tenant"), Agent.id == bindparam("agent")
@@ -119,7 +127,7 @@ def scope(caller: Principal, agent_id: str, project_id: str) -> tuple[AgentRef, 
     """The agent, once the project serves it, with the caller's grants there; else 404
     `agent-not-found` or `project-not-found`, in that order."""
     params = {"tenant": caller.tenant_id, "agent": agent_id, **_params(caller, project_id)}
-    row = sql().execute(_SCOPE, params).first()
+    row = sql().execute(_ADMINS_SCOPE if caller.admin else _SCOPE, params).first()
     if row is None:
         raise AgentNotFound()
     if row.project_id is None:
