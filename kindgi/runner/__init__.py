@@ -1,0 +1,320 @@
+"""`kindgi test-run`: grade a candidate agent version from a CI job, over HTTP only.
+
+Opens a test run (or resumes one), runs COMMAND on every case still awaiting a result, `--jobs`
+at a time, sends the results in batches, waits for the judge, prints the summary and the
+regressions against the baseline, and exits 0 (gate met), 1 (gate failed) or 2 (could not run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+from .agents import ExecAgent, JsonlAgent, error
+from .client import CannotRun, Client, Refused
+from .summary import lines, markdown, why
+
+BATCH = 100  # results a request, well under the server's 500
+EXIT_MET, EXIT_FAILED, EXIT_CANNOT = 0, 1, 2
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kindgi", description=__doc__.split("\n\n")[0])
+    commands = p.add_subparsers(dest="command", required=True)
+    t = commands.add_parser("test-run", help="grade a candidate version against the test set")
+    t.add_argument("--url", required=True, help="the Kindgi server, e.g. https://kindgi.example")
+    t.add_argument("--agent", required=True, help="the agent's id, e.g. acme.drafting")
+    t.add_argument("--project", required=True, help="the project's id (a UUID)")
+    t.add_argument("--candidate", required=True, help="the agent version under test")
+    t.add_argument("--weighting", choices=("all", "experts-only"), default="all")
+    t.add_argument("--baseline", help="latest (the newest done run) or a test run's id")
+    t.add_argument("--rerun", help="re-run a done run's failed or errored cases (a run id)")
+    t.add_argument("--only", choices=("failed", "errored", "failed,errored"))
+    t.add_argument("--label", help="shown with the run (a branch, a pull request)")
+    t.add_argument("--resume", help="go on with an interrupted run (its id)")
+    t.add_argument("--protocol", choices=("exec", "jsonl"), default="exec")
+    t.add_argument("--jobs", type=int, default=1, help="cases at once (default 1)")
+    t.add_argument("--timeout", type=float, default=300, help="seconds a case (default 300)")
+    t.add_argument("--wait", type=float, default=1800, help="seconds to wait for the judge")
+    t.add_argument("--junit", type=Path, help="write the JUnit XML report here")
+    t.add_argument("--summary", type=Path, help="write the summary as Markdown here")
+    t.add_argument("--max-regressions", type=int, help="fail when more cases regressed")
+    t.add_argument("--min-pass-rate", type=float, help="fail below this pass rate (0..1)")
+    t.add_argument("agent_command", nargs=argparse.REMAINDER, help="-- COMMAND …")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The console script `kindgi`: one line and exit 2 for anything that stops it."""
+    args = parser().parse_args(argv)
+    try:
+        return TestRun(args).run()
+    except CannotRun as exc:
+        print(f"kindgi: {exc}", file=sys.stderr)
+    except Refused as exc:
+        print(f"kindgi: the server refused: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("kindgi: interrupted", file=sys.stderr)
+    except Exception as exc:  # never a traceback: one line, exit 2
+        print(f"kindgi: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return EXIT_CANNOT
+
+
+class TestRun:
+    """One invocation of `kindgi test-run`."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        command = list(args.agent_command)
+        if command[:1] == ["--"]:
+            command = command[1:]
+        if not command:
+            raise CannotRun("give the agent's command after --, e.g. -- python agent.py")
+        if shutil.which(command[0]) is None:
+            raise CannotRun(f"the agent's command can't be started: {command[0]}: not found")
+        if args.jobs < 1 or args.timeout <= 0 or args.wait < 0:
+            raise CannotRun("--jobs, --timeout and --wait take positive numbers")
+        if args.max_regressions is not None and not (args.baseline or args.resume):
+            raise CannotRun("--max-regressions needs --baseline: nothing to regress against")
+        if args.only and not args.rerun:
+            raise CannotRun("--only goes with --rerun")
+        token = os.environ.get("KINDGI_TOKEN", "")
+        if not token:
+            raise CannotRun("set KINDGI_TOKEN to an API token (kgi_…)")
+        self.command = command
+        self.client = Client(args.url, token, args.agent)
+        self.stop = threading.Event()
+        self.progress = Progress(sys.stderr)
+
+    # ---------------------------------------------------------------- the whole run
+
+    def run(self) -> int:
+        previous = signal.signal(signal.SIGINT, lambda *_: self.stop.set())
+        try:
+            run = self.open_run()
+            print(
+                f"kindgi: test run {run['id']} (resume with --resume {run['id']})", file=sys.stderr
+            )
+            awaiting = list(
+                self.client.pages(self.runs(f"{run['id']}/cases"), awaiting="true", limit=500)
+            )
+            self.grade(run["id"], awaiting)
+            if self.stop.is_set():
+                raise CannotRun(f"interrupted: resume with --resume {run['id']}")
+            run = self.client.call("GET", self.runs(run["id"]))
+            if run["status"] == "open":
+                run = self.client.write(self.runs(f"{run['id']}/finish"), {})
+            run = self.wait_for_judge(run)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        compared = self.compare(run)
+        verdict, code = self.gate(run, compared)
+        if self.args.junit:
+            report = self.client.call("GET", self.runs(f"{run['id']}/report.xml"))
+            self.args.junit.write_bytes(report.content)
+        if self.args.summary:
+            self.args.summary.write_text(markdown(run, compared, verdict))
+        print("\n".join(lines(run, compared, verdict)))
+        return code
+
+    def runs(self, rest: str = "") -> str:
+        return self.client.agent_path("test-runs" + (f"/{rest}" if rest else ""))
+
+    def open_run(self) -> dict[str, Any]:
+        if self.args.resume:
+            return self.client.call("GET", self.runs(self.args.resume))
+        body: dict[str, Any] = {"projectId": self.args.project, "candidate": self.args.candidate}
+        if self.args.weighting != "all":
+            body["weighting"] = self.args.weighting
+        if self.args.label:
+            body["label"] = self.args.label
+        if self.args.rerun:
+            body["rerunOf"] = self.args.rerun
+            if self.args.only:
+                body["only"] = self.args.only
+        baseline = self.baseline()
+        if baseline:
+            body["baseline"] = baseline
+        return self.client.write(self.runs(), body)
+
+    def baseline(self) -> str | None:
+        """`--baseline latest`: the newest done run of the test set, any candidate."""
+        if self.args.baseline != "latest":
+            return self.args.baseline
+        for run in self.client.pages(self.runs(), projectId=self.args.project, limit=100):
+            if run["status"] == "done":
+                return run["id"]
+        if self.args.max_regressions is not None:
+            raise CannotRun("--baseline latest: the test set has no done run to compare with")
+        return None
+
+    # ---------------------------------------------------------------- running the agent
+
+    def grade(self, run_id: str, cases: list[dict[str, Any]]) -> None:
+        """Run the agent on every case, `--jobs` at a time, sending results as they come."""
+        sender = Sender(self.client, self.runs(f"{run_id}/results"))
+        kind = JsonlAgent if self.args.protocol == "jsonl" else ExecAgent
+        agents = [kind(self.command, self.args.timeout) for _ in range(self.args.jobs)]
+        free = list(agents)
+        todo = iter(cases)
+        self.progress.start(len(cases))
+        with ThreadPoolExecutor(self.args.jobs) as pool:
+            running: dict[Future[dict[str, Any]], Any] = {}
+            while True:
+                while free and not self.stop.is_set():
+                    case = next(todo, None)
+                    if case is None:
+                        break
+                    agent = free.pop()
+                    running[pool.submit(agent.answer, case)] = agent
+                if not running:
+                    break
+                done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
+                for future in done:
+                    free.append(running.pop(future))
+                    if self.stop.is_set():
+                        continue  # a case cut short by the interruption is run again on resume
+                    sender.add(future.result())
+                    self.progress.step()
+                sender.send_due()
+        for agent in agents:
+            agent.close()
+        sender.flush()
+        self.progress.end()
+
+    # ---------------------------------------------------------------- after the results
+
+    def wait_for_judge(self, run: dict[str, Any]) -> dict[str, Any]:
+        deadline = time.monotonic() + self.args.wait
+        while run["status"] == "grading":
+            if time.monotonic() > deadline:
+                pending = run["cases"]["pending"]
+                raise CannotRun(
+                    f"the judge still owes {pending} answers after {self.args.wait:g} s"
+                )
+            time.sleep(2)
+            run = self.client.call("GET", self.runs(run["id"]))
+        return run
+
+    def compare(self, run: dict[str, Any]) -> dict[str, Any] | None:
+        baseline = run.get("baseline")
+        if not baseline:
+            return None
+        path = self.runs(f"{run['id']}/compare/{baseline}")
+        first = self.client.call("GET", f"{path}?limit=1")
+        regressed = list(self.client.pages(path, change="regressed", limit=100))
+        fixed = list(self.client.pages(path, change="fixed", limit=100))
+        for row in regressed:
+            result = self.client.call("GET", self.runs(f"{run['id']}/results/{row['caseId']}"))
+            row["why"] = why(result)
+        return {
+            "baseline": baseline,
+            "counts": first["counts"],
+            "pValue": first["pValue"],
+            "regressions": regressed,
+            "fixes": fixed,
+        }
+
+    def gate(self, run: dict[str, Any], compared: dict[str, Any] | None) -> tuple[str, int]:
+        failed = []
+        limit = self.args.max_regressions
+        if limit is not None and compared is not None and compared["counts"]["regressed"] > limit:
+            failed.append(f"{compared['counts']['regressed']} regressed (at most {limit})")
+        floor = self.args.min_pass_rate
+        if floor is not None:
+            rate = (run.get("passRate") or {}).get("value")
+            if rate is None or rate < floor:
+                shown = "none" if rate is None else f"{rate:.1%}"
+                failed.append(f"pass rate {shown} (at least {floor:.1%})")
+        if failed:
+            return "gate failed: " + "; ".join(failed), EXIT_FAILED
+        return "gate met", EXIT_MET
+
+
+class Sender:
+    """Results sent in batches: each batch with its own Idempotency-Key (so a retry never
+    doubles it); a result the server refuses as bad input is sent again as that case's error."""
+
+    def __init__(self, client: Client, path: str) -> None:
+        self.client, self.path = client, path
+        self.waiting: list[dict[str, Any]] = []
+        self.last = time.monotonic()
+
+    def add(self, result: dict[str, Any]) -> None:
+        self.waiting.append(result)
+
+    def send_due(self) -> None:
+        if len(self.waiting) >= BATCH or (self.waiting and time.monotonic() - self.last > 2):
+            self.flush()
+
+    def flush(self) -> None:
+        while self.waiting:
+            batch, self.waiting = self.waiting[:BATCH], self.waiting[BATCH:]
+            self._send(batch)
+        self.last = time.monotonic()
+
+    def _send(self, batch: list[dict[str, Any]]) -> None:
+        try:
+            self.client.write(self.path, {"results": batch})
+        except Refused as exc:
+            if exc.code != "bad-input":
+                raise
+            refused = _refused_entries(exc.details.get("fields", {}), len(batch))
+            if not refused:
+                raise
+            self._send(
+                [
+                    error(r["caseId"], f"the server refused the result: {refused[i]}")
+                    if i in refused
+                    else r
+                    for i, r in enumerate(batch)
+                ]
+            )
+
+
+def _refused_entries(fields: dict[str, list[str]], size: int) -> dict[int, str]:
+    """`results.N.field` → {N: "field: message"} for the entries a 400 names."""
+    out: dict[int, str] = {}
+    for name, messages in fields.items():
+        parts = name.split(".")
+        if len(parts) >= 2 and parts[0] == "results" and parts[1].isdigit():
+            index = int(parts[1])
+            if index < size:
+                out[index] = f"{'.'.join(parts[2:]) or 'result'}: {'; '.join(messages)}"
+    return out
+
+
+class Progress:
+    """A bar on a terminal, a line every ten percent in a CI log."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream, self.tty = stream, stream.isatty()
+        self.total = self.done = self.shown = 0
+        self.started = time.monotonic()
+
+    def start(self, total: int) -> None:
+        self.total, self.done, self.shown, self.started = total, 0, 0, time.monotonic()
+        print(f"kindgi: {total} cases to run", file=self.stream)
+
+    def step(self) -> None:
+        self.done += 1
+        if self.tty:
+            filled = int(30 * self.done / max(self.total, 1))
+            print(f"\r[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total}",
+                  end="", file=self.stream, flush=True)  # fmt: skip
+        elif self.done * 10 // max(self.total, 1) > self.shown:
+            self.shown = self.done * 10 // max(self.total, 1)
+            rate = self.done / max(time.monotonic() - self.started, 1e-6)
+            print(f"kindgi: {self.done}/{self.total} cases ({rate:.0f}/s)", file=self.stream)
+
+    def end(self) -> None:
+        if self.tty and self.total:
+            print(file=self.stream)

@@ -1,0 +1,218 @@
+"""`kindgi test-run` end to end (docs/design.md §9.6): the console script against a live gunicorn,
+running the example agent (docs/examples/agent.py) on every case, as a CI job would.
+
+The set: the world's cor-1 (should call `lookup`) and case-2 (items: k1 right, which the agent
+never ranks: it always fails), and two hand cases on run-1 ("Draft a lease clause") added here:
+W (should call `search` with the question, must not call `send_email`) and I (m0 right, m1 wrong).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import requests
+from conftest import AGENT, P1, ok
+from live import ROOT, gunicorn
+
+KINDGI = str(Path(sys.executable).parent / "kindgi")
+AGENT_PY = [sys.executable, str(ROOT / "docs/examples/agent.py")]
+AUTH = {"Authorization": "Bearer kgi_admin"}
+QUESTION = "Draft a lease clause"
+
+
+@pytest.fixture
+def server(app, api, tmp_path):
+    """The test world with W and I added, served by gunicorn; the base URL and their ids."""
+    cases = f"/v1/agents/{AGENT}/test-set/cases"
+    w = ok(
+        api.post(
+            cases,
+            {
+                "runId": "run-1",
+                "decisions": "wrong",
+                "mustNotCall": ["send_email"],
+                "shouldCall": [{"tool": "search", "args": {"q": QUESTION}}],
+            },
+        ),
+        201,
+    )
+    i = ok(api.post(cases, {"runId": "run-1", "items": [
+        {"key": "m0", "pointer": "/matches/0", "verdict": "right"},
+        {"key": "m1", "pointer": "/matches/1", "verdict": "wrong"}]}), 201)  # fmt: skip
+    with gunicorn(app.config["SQLALCHEMY_DATABASE_URI"], tmp_path / "gunicorn.log", 2) as base:
+        yield base, {"W": w["id"], "I": i["id"]}
+
+
+def kindgi(base: str, *args: str, agent: list[str] | None = None, token: str = "kgi_admin",
+           **popen: object) -> subprocess.Popen[str]:  # fmt: skip
+    command = [KINDGI, "test-run", "--url", base, "--agent", AGENT, "--project", P1, *args, "--"]
+    env = {**os.environ, "KINDGI_TOKEN": token}
+    return subprocess.Popen(
+        command + (agent or AGENT_PY), env=env, text=True, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, **popen,
+    )  # fmt: skip
+
+
+def finished(proc: subprocess.Popen[str], timeout: float = 120) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def runs(base: str) -> list[dict]:
+    url = f"{base}/v1/agents/{AGENT}/test-runs?projectId={P1}"
+    return requests.get(url, headers=AUTH, timeout=10).json()["data"]
+
+
+def results(base: str, run_id: str) -> dict[str, dict]:
+    url = f"{base}/v1/agents/{AGENT}/test-runs/{run_id}/results?limit=100"
+    return {r["caseId"]: r for r in requests.get(url, headers=AUTH, timeout=10).json()["data"]}
+
+
+def test_a_passing_candidate_meets_the_gate_and_its_junit_counts_as_the_run(server, tmp_path):
+    base, _ = server
+    junit, summary = tmp_path / "junit.xml", tmp_path / "summary.md"
+    code, out, err = finished(kindgi(base, "--candidate", "2.0.0", "--min-pass-rate", "0.7",
+                                     "--junit", str(junit), "--summary", str(summary)))  # fmt: skip
+    assert code == 0, err
+    (run,) = runs(base)
+    assert run["status"] == "done" and run["cases"]["pass"] == 3 and run["cases"]["fail"] == 1
+    assert "gate met" in out and run["id"] in out and "75.0%" in out
+    suite = ET.parse(junit).getroot()
+    counted = [int(suite.get(k)) for k in ("tests", "failures", "errors")]
+    assert counted == [run["cases"]["total"], run["cases"]["fail"], run["cases"]["error"]]
+    assert "gate met" in summary.read_text()
+    assert "Traceback" not in err
+
+
+def test_a_regression_fails_the_gate_and_names_the_case(server, tmp_path):
+    base, ids = server
+    assert finished(kindgi(base, "--candidate", "1.0.0"))[0] == 0
+    summary = tmp_path / "summary.md"
+    code, out, err = finished(
+        kindgi(base, "--candidate", "2.0.0", "--baseline", "latest", "--max-regressions", "0",
+               "--summary", str(summary), agent=[*AGENT_PY, "--call", "send_email"])
+    )  # fmt: skip
+    assert code == 1, err
+    assert "gate failed: 1 regressed (at most 0)" in out
+    regressed = [line for line in out.splitlines() if line.strip().startswith("regressed:")]
+    assert len(regressed) == 1 and ids["W"] in regressed[0] and "send_email" in regressed[0]
+    assert ids["W"] in summary.read_text() and "p = 1" in out
+
+
+def test_a_crashing_agent_makes_its_cases_errors_with_its_reason(server):
+    base, ids = server
+    code, _, err = finished(kindgi(base, "--candidate", "2.0.0", "--jobs", "2",
+                                     agent=[*AGENT_PY, "--crash-on", "lease"]))  # fmt: skip
+    assert code == 0, err  # no gate was asked for
+    (run,) = runs(base)
+    got = results(base, run["id"])
+    for case_id in (ids["W"], ids["I"], "cor-1"):
+        assert got[case_id]["outcome"] == "error"
+        assert got[case_id]["reason"].startswith("exit status 3: example agent: can't handle")
+    assert got["case-2"]["outcome"] == "fail"  # its run asked something else
+
+
+def test_the_jsonl_protocol_runs_one_agent_per_job_for_many_cases(server):
+    base, _ = server
+    code, _, err = finished(kindgi(base, "--candidate", "2.0.0", "--protocol", "jsonl",
+                                     "--jobs", "2", agent=[*AGENT_PY, "--jsonl"]))  # fmt: skip
+    assert code == 0, err
+    (run,) = runs(base)
+    assert (run["cases"]["pass"], run["cases"]["fail"], run["cases"]["error"]) == (3, 1, 0)
+
+
+def test_an_interrupted_run_resumes_with_the_cases_it_had_not_sent(server):
+    base, _ = server
+    proc = kindgi(base, "--candidate", "2.0.0", agent=[*AGENT_PY, "--sleep", "1"])
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # wait until some results are in (sent every 2 s)
+        found = runs(base)
+        if found and found[0]["cases"]["awaiting"] < 4:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    code, _, err = finished(proc)
+    run = runs(base)[0]
+    assert code == 2, err
+    assert f"--resume {run['id']}" in err.splitlines()[-1]
+    left = run["cases"]["awaiting"]
+    assert 0 < left < 4
+    code, _, err = finished(kindgi(base, "--candidate", "2.0.0", "--resume", run["id"]))
+    assert code == 0, err
+    assert f"{left} cases to run" in err
+    done = runs(base)[0]
+    assert done["cases"]["awaiting"] == 0 and done["cases"]["error"] == 0
+    assert (done["cases"]["pass"], done["cases"]["fail"]) == (3, 1)
+
+
+class FlakyProxy(BaseHTTPRequestHandler):
+    """Answers 503 to the first requests, then passes each on to the server."""
+
+    refusals = 0
+    target = ""
+
+    def _any(self) -> None:
+        if FlakyProxy.refusals > 0:
+            FlakyProxy.refusals -= 1
+            self.send_response(503)
+            self.send_header("Retry-After", "0")
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"error": {"code": "database-busy", "message": "busy"}}')
+            return
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host",)}
+        resp = requests.request(self.command, FlakyProxy.target + self.path, data=body,
+                                headers=headers, timeout=30)  # fmt: skip
+        self.send_response(resp.status_code)
+        for name in ("Content-Type", "Retry-After"):
+            if name in resp.headers:
+                self.send_header(name, resp.headers[name])
+        self.send_header("Content-Length", str(len(resp.content)))
+        self.end_headers()
+        self.wfile.write(resp.content)
+
+    do_GET = do_POST = _any
+
+    def log_message(self, *args: object) -> None:
+        """Quiet."""
+
+
+def test_a_server_answering_503_for_a_while_is_retried(server):
+    base, _ = server
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), FlakyProxy)
+    FlakyProxy.refusals, FlakyProxy.target = 6, base
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        front = f"http://127.0.0.1:{proxy.server_address[1]}"
+        code, _, err = finished(kindgi(front, "--candidate", "2.0.0"))
+    finally:
+        proxy.shutdown()
+    assert code == 0, err
+    assert FlakyProxy.refusals == 0
+    (run,) = runs(base)
+    assert run["cases"]["awaiting"] == 0 and run["cases"]["pass"] == 3
+
+
+@pytest.mark.parametrize(
+    ("token", "agent", "said"),
+    [
+        ("kgi_not-a-token", None, "the server refused the token"),
+        ("kgi_admin", ["no-such-agent-command"], "can't be started: no-such-agent-command"),
+    ],
+)
+def test_a_bad_token_or_a_missing_command_is_exit_2_with_one_line(server, token, agent, said):
+    base, _ = server
+    code, _, err = finished(kindgi(base, "--candidate", "2.0.0", agent=agent, token=token))
+    assert code == 2
+    assert err.strip().count("\n") == 0 and said in err, err
+    assert runs(base) == []  # nothing was opened
