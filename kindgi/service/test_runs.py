@@ -163,10 +163,13 @@ def start_test_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> Ru
             RunCase.outcome.in_(["fail" if o == "failed" else "error" for o in body["only"]]),
         )
         members = members.where(VersionMember.case_id.in_(redo))
+    sql().execute(RunCase.__table__.insert().from_select(["run_pk", "case_id", "outcome"], members))
     total = (
         sql()
-        .execute(RunCase.__table__.insert().from_select(["run_pk", "case_id", "outcome"], members))
-        .rowcount
+        .execute(  # not the INSERT's rowcount: psycopg doesn't report one for it
+            select(func.count()).select_from(RunCase).where(RunCase.run_pk == run.pk)
+        )
+        .scalar_one()
     )
     if not total:
         raise NothingToGrade()
@@ -187,15 +190,15 @@ def _initial_comparison(run_pk: int, baseline_pk: int) -> dict[str, int]:
     paired = (
         sql()
         .execute(
-            select(theirs.c.outcome == "error", func.count())
+            select(theirs.c.outcome, func.count())
             .select_from(mine.join(theirs, theirs.c.case_id == mine.c.case_id))
             .where(mine.c.run_pk == run_pk, theirs.c.run_pk == baseline_pk)
-            .group_by(theirs.c.outcome == "error")
+            .group_by(theirs.c.outcome)
         )
         .all()
     )
-    for erred, n in paired:
-        counts["errored" if erred else "ungraded"] += n
+    for outcome, n in paired:
+        counts["errored" if outcome == "error" else "ungraded"] += n
     in_both = sum(n for _, n in paired)
     mine_total, theirs_total = (
         sql()
