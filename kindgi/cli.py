@@ -106,5 +106,26 @@ Try the API:
     )
 
 
+@group.command("worker")
+@click.option(
+    "--threads", type=int, help="Questions asked at once (default KINDGI_JUDGE_CONCURRENCY)."
+)
+def worker_command(threads: int | None) -> None:
+    """Run the judge's workers: queue again what is still pending, then take questions until
+    stopped (Ctrl-C or SIGTERM ends them, the current calls first)."""
+    from flask import current_app
+
+    from . import queue
+    from .service import judging
+
+    if judging.judge_settings() is None:
+        raise click.ClickException("no judge is configured: set KINDGI_JUDGE_URL and _MODEL")
+    huey = queue.queue()
+    waiting = judging.requeue(leased_too=True)
+    click.echo(f"the judge's workers: {waiting} questions queued again", err=True)
+    workers = threads or current_app.config["JUDGE_CONCURRENCY"]
+    huey.create_consumer(workers=workers, worker_type="thread", periodic=True).run()
+
+
 def register(app: Flask) -> None:
     app.cli.add_command(group)

@@ -18,6 +18,16 @@ DEFAULTS: dict[str, Any] = {
     "REMEMBER_COOKIE_HTTPONLY": True,
     "REMEMBER_COOKIE_SAMESITE": "Lax",
     "PERMANENT_SESSION_LIFETIME": 12 * 60 * 60,
+    # The judge (docs/judge.md): unset URL, no judge, and answers stay ungraded
+    "JUDGE_URL": None,  # an OpenAI-compatible base URL, e.g. http://127.0.0.1:11434/v1
+    "JUDGE_MODEL": None,
+    "JUDGE_API_KEY": None,
+    "JUDGE_CONCURRENCY": 8,  # calls in flight at once, per worker process
+    "JUDGE_TIMEOUT": 30,  # seconds a call
+    "JUDGE_TRIES": 4,
+    # The judge's task queue: beside the database (SQLite or PostgreSQL), or Redis when named
+    "QUEUE_URL": None,  # redis://host:6379/0
+    "QUEUE_NAME": "kindgi",
 }
 
 

@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from flask_sqlalchemy import SQLAlchemy
@@ -65,6 +65,12 @@ def reading() -> Iterator[None]:
         _writing.set(True)
 
 
+def after_commit(callback: Callable[[], None]) -> None:
+    """Run `callback` once the session's transaction has committed (never if it rolls back):
+    work for others, such as queueing the judge's questions, that must not see it before."""
+    db.session.info.setdefault("after_commit", []).append(callback)
+
+
 def commit() -> None:
     """Commit the session's changes: 503 `database-busy` if the database can't answer in time,
     500 `internal` if it fails otherwise; either way nothing was changed."""
@@ -72,15 +78,19 @@ def commit() -> None:
         db.session.commit()
     except SQLAlchemyError as exc:
         db.session.rollback()
+        db.session.info.pop("after_commit", None)
         if is_busy(exc):
             raise DatabaseBusy() from exc
         log.exception("commit failed")
         raise Internal() from exc
+    for callback in db.session.info.pop("after_commit", []):
+        callback()
 
 
 def rollback() -> None:
     """End the session's transaction, changing nothing; what follows only reads."""
     db.session.rollback()
+    db.session.info.pop("after_commit", None)
     set_writing(False)
 
 

@@ -22,6 +22,7 @@ import openai
 import rfc8785
 
 PROMPT_VERSION = "answer-1"
+MAX_WAIT_SECONDS = 60.0  # the longest wait between two tries (a Retry-After is capped there)
 SYSTEM = (
     "You grade an AI agent's answer for a team of domain experts. You are given what the "
     "experts expect, the answer of the run they corrected, and a candidate's answer. Reply "
@@ -109,7 +110,7 @@ class Judge:
         """The judge's verdict on one question; `error` with why when there is none."""
         last = ""
         for attempt in range(self.settings.tries):
-            wait = min(2.0**attempt * 0.5, 30.0)
+            wait = min(2.0**attempt * 0.5, MAX_WAIT_SECONDS)
             try:
                 with self.slots:
                     reply = self.client.chat.completions.create(
@@ -160,6 +161,6 @@ def read(reply: Any) -> Verdict:
 
 def _retry_after(response: Any, default: float) -> float:
     try:
-        return min(float(response.headers.get("retry-after", default)), 60.0)
+        return min(float(response.headers.get("retry-after", default)), MAX_WAIT_SECONDS)
     except (AttributeError, TypeError, ValueError):
         return default

@@ -348,3 +348,41 @@ class RunCase(db.Model):
     parts: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # each part's explanation
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # as the candidate sent it
     result_digest: Mapped[str | None] = mapped_column(String(64))  # of its canonical JSON
+
+
+# ---------------------------------------------------------------- the judge
+
+
+class JudgeVerdict(db.Model):
+    """A judge's verdict, kept under its question's key (model, prompt version, expectation,
+    corrected output, candidate output): the same question is never paid for twice. Faults are
+    never kept."""
+
+    __tablename__ = "judge_verdicts"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    model: Mapped[str] = mapped_column(String(200))
+    prompt: Mapped[str] = mapped_column(String(32))
+    outcome: Mapped[str] = mapped_column(String(8))  # pass | fail
+    reason: Mapped[str] = mapped_column(Text)
+    at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class JudgeQuestion(db.Model):
+    """A question a test run put to the judge: a case's answer, or a calibration (the corrected
+    run's own output). Leased while being asked, so a dead worker's question is asked again."""
+
+    __tablename__ = "judge_questions"
+    pk: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_pk: Mapped[int] = mapped_column(ForeignKey("test_runs.pk"))
+    case_id: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(12))  # answer | calibration
+    key: Mapped[str] = mapped_column(String(64))
+    question: Mapped[dict[str, Any]] = mapped_column(JSON)
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime)
+    outcome: Mapped[str | None] = mapped_column(String(8))  # pass | fail | error, once answered
+    reason: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        UniqueConstraint("run_pk", "case_id", "kind", name="uq_judge_questions_case"),
+        Index("ix_judge_questions_open", "outcome", "lease_until"),
+    )

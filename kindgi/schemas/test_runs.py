@@ -9,6 +9,7 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
+from ..judge import PROMPT_VERSION
 from . import (
     Actor,
     ExpectOut,
@@ -224,6 +225,17 @@ class RunComparison(ChangeCounts):
     baseline = fields.String(required=True)
 
 
+class Agreement(Schema):
+    asked = fields.Integer(required=True, metadata={"description": "Calibration verdicts."})
+    agreed = fields.Integer(required=True, metadata={"description": "Of those, fail verdicts."})
+
+
+class JudgeOut(Schema):
+    model = fields.String(required=True)
+    promptVersion = fields.String(required=True)
+    agreement = fields.Nested(Agreement, required=True)
+
+
 class TestRunOut(Schema):
     id = fields.String(required=True)
     agentId = fields.String(required=True)
@@ -248,6 +260,7 @@ class TestRunOut(Schema):
     parts = fields.Nested(PartTallies, required=True)
     passRate = fields.Nested(PassRate)
     comparison = fields.Nested(RunComparison)
+    judge = fields.Nested(JudgeOut)
 
 
 class TestRunPage(_Page):
@@ -393,6 +406,13 @@ def test_run_json(view: Any, wilson: Any) -> dict[str, Any]:
     if graded:
         low, high = wilson(cases["pass"], graded)
         out["passRate"] = {"value": cases["pass"] / graded, "low": low, "high": high}
+    if "judge" in tallies:
+        judged = tallies["judge"]
+        out["judge"] = {
+            "model": judged["model"],
+            "promptVersion": PROMPT_VERSION,
+            "agreement": {"asked": judged["asked"], "agreed": judged["agreed"]},
+        }
     if "comparison" in tallies:
         out["comparison"] = {
             "baseline": run.baseline_id,

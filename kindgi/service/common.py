@@ -10,8 +10,10 @@ import secrets
 from datetime import UTC, datetime
 from typing import Any
 
+from flask import current_app
 from sqlalchemy.engine import Connection
 
+from .. import judge
 from ..database import db
 
 
@@ -43,3 +45,18 @@ def insert_for(dialect_name: str, table: Any) -> Any:
     else:
         from sqlalchemy.dialects.sqlite import insert
     return insert(table)
+
+
+def judge_settings() -> judge.Settings | None:
+    """The configured judge (`KINDGI_JUDGE_*`), or None: then answers are `ungraded`."""
+    config = current_app.config
+    if not config.get("JUDGE_URL"):
+        return None
+    return judge.Settings(
+        url=config["JUDGE_URL"],
+        model=config["JUDGE_MODEL"],
+        api_key=config.get("JUDGE_API_KEY"),
+        timeout=float(config["JUDGE_TIMEOUT"]),
+        tries=int(config["JUDGE_TRIES"]),
+        concurrency=int(config["JUDGE_CONCURRENCY"]),
+    )

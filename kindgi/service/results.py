@@ -23,6 +23,7 @@ from ..errors import (
     bad_input,
 )
 from ..models import Case, RunCase, Snapshot, TestRun
+from . import judging
 from .common import sql
 from .identity import Principal
 from .paging import Page, after_id, id_page
@@ -43,7 +44,7 @@ def _digest(result: dict[str, Any]) -> str:
 
 
 _GRADING_INPUTS = (
-    select(Case.id, Case.expect, Snapshot.calls)
+    select(Case.id, Case.expect, Snapshot.calls, Snapshot.output)
     .join(Snapshot, Snapshot.run_id == Case.run_id)
     .where(Case.id.in_(bindparam("ids", expanding=True)))
 )
@@ -114,13 +115,18 @@ def _grade(run: TestRun, new: list[tuple[dict[str, Any], str]]) -> None:
     inputs = {row.id: row for row in sql().execute(_GRADING_INPUTS, {"ids": ids})}
     baseline = _outcomes(run.baseline_pk, ids) if run.baseline_pk else {}
     tallies = run.tallies
-    rows = []
+    judged = "judge" in tallies  # a judge was configured when the run started
+    rows, asked = [], []
     for result, digest in new:
         case = inputs[result["caseId"]]
         graded = grading.grade_case(
-            case.expect, case.calls or [], result, run.items_threshold, judge_configured=False
+            case.expect, case.calls or [], result, run.items_threshold, judge_configured=judged
         )
         _count(tallies, graded, baseline, result["caseId"])
+        if graded.parts.get("answer", {}).get("outcome") == "pending":
+            asked += judging.questions(
+                run, result["caseId"], case.expect, case.output, result.get("output")
+            )
         rows.append(
             {
                 "the_run": run.pk,
@@ -135,6 +141,7 @@ def _grade(run: TestRun, new: list[tuple[dict[str, Any], str]]) -> None:
             }
         )
     sql().execute(_SAVE, rows)
+    judging.put(run, asked)
     settle(run, tallies)
 
 

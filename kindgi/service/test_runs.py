@@ -24,7 +24,7 @@ from ..errors import (
 )
 from ..models import Case, RunCase, Snapshot, TestRun, VersionMember
 from .access import AgentRef, find_agent, readable, require, scope
-from .common import clock, new_id, sql
+from .common import clock, judge_settings, new_id, sql
 from .identity import Principal
 from .paging import Page, after_id, id_page, keyset_page, newest_first
 from .versions import freeze, test_set_id
@@ -174,6 +174,9 @@ def start_test_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> Ru
     if not total:
         raise NothingToGrade()
     tallies = new_tallies(total)
+    judged = judge_settings()
+    if judged is not None:
+        tallies["judge"] = {"model": judged.model, "asked": 0, "agreed": 0, "calibrating": 0}
     if baseline is not None:
         tallies["comparison"] = _initial_comparison(run.pk, baseline.pk)
     run.tallies = tallies
@@ -333,10 +336,11 @@ def finish_test_run(caller: Principal, agent_id: str, run_id: str) -> RunView:
 def settle(run: TestRun, tallies: dict[str, Any]) -> None:
     """Store the run's new tallies; with nothing awaiting it leaves `open`: `grading` while an
     answer waits for the judge, else `done`."""
+    waiting = tallies["cases"]["pending"] or tallies.get("judge", {}).get("calibrating", 0)
     if run.status == "open" and tallies["cases"]["awaiting"] == 0:
-        run.status = "grading" if tallies["cases"]["pending"] else "done"
-        if run.status == "done":
-            run.finished_at = clock()
+        run.status = "grading"
+    if run.status == "grading" and not waiting:
+        run.status, run.finished_at = "done", clock()
     run.tallies = tallies
     flag_modified(run, "tallies")  # changed in place: say so, or it is not saved
     db.session.flush()

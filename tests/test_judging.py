@@ -1,0 +1,214 @@
+"""The judge through the task queue (docs/design.md §9.4), with real parts: the app's requests
+through the Flask client, real `flask kindgi worker` processes taking the questions from the
+queue (beside the database, SQLite or PostgreSQL, and Redis), and a real HTTP server speaking
+OpenAI's chat completions standing in for the model.
+
+The set: the world's cor-1 and case-2, and two answer cases on run-1 added here: RIGHT (the
+corrected answer was right) and WRONG (it was wrong: it should cite clause 9). The stand-in
+passes an answer that mentions clause 9 and fails any other, so the calibration question (the
+corrected answer itself, "Use clause 7.") is a fail: the judge agrees with the experts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+import redis
+from conftest import AGENT, P1, Api, app_on, ok
+from fake_judge import Reply, fake_judge
+from live import ROOT
+
+RUNS = f"/v1/agents/{AGENT}/test-runs"
+CASES = f"/v1/agents/{AGENT}/test-set/cases"
+REDIS = "redis://127.0.0.1:6379/0"
+
+
+def verdicts(body: dict) -> Reply:
+    """Pass what cites clause 9, fail the rest."""
+    said = body["messages"][1]["content"].split("The candidate's answer:")[-1].lower()
+    return Reply(verdict="pass" if "clause 9" in said else "fail", reason="checked clause 9")
+
+
+@pytest.fixture(params=["database", "redis"])
+def judged(request, databases, tmp_path):
+    """An app with a judge (the stand-in) and a queue (beside the database, or Redis); its API
+    client, its config, and a way to start workers."""
+    with fake_judge(verdicts) as fake:
+        config = {
+            "JUDGE_URL": fake.url,
+            "JUDGE_MODEL": "judge-1",
+            "JUDGE_TIMEOUT": 2,
+            "JUDGE_TRIES": 1,
+            "QUEUE_NAME": f"test-{uuid.uuid4().hex[:12]}",
+        }
+        if request.param == "redis":
+            config["QUEUE_URL"] = REDIS
+        with app_on(databases, databases.clone(), **config) as app:
+            api = Api(app.test_client())
+            ids = {
+                "RIGHT": ok(api.post(CASES, {"runId": "run-1", "answer": "right"}), 201)["id"],
+                "WRONG": ok(api.post(CASES, {"runId": "run-1", "answer": "wrong",
+                                             "shouldSay": "Cite clause 9."}), 201)["id"],
+            }  # fmt: skip
+            yield api, app, fake, ids, lambda: worker(app, tmp_path)
+        if request.param == "redis":
+            client = redis.Redis.from_url(REDIS)
+            for key in client.scan_iter(f"*{config['QUEUE_NAME']}*"):
+                client.delete(key)
+
+
+@contextmanager
+def worker(app, tmp_path) -> Iterator[subprocess.Popen]:
+    """A `flask --app app kindgi worker` process on the app's database and queue."""
+    env = {**os.environ, "KINDGI_SECRET_KEY": "test-secret"}
+    for name in ("SQLALCHEMY_DATABASE_URI", "JUDGE_URL", "JUDGE_MODEL", "JUDGE_TIMEOUT",
+                 "JUDGE_TRIES", "QUEUE_URL", "QUEUE_NAME"):  # fmt: skip
+        if app.config.get(name) is not None:
+            env[f"KINDGI_{name}"] = str(app.config[name])
+    log = (tmp_path / f"worker-{uuid.uuid4().hex[:6]}.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "flask", "--app", "app", "kindgi", "worker", "--threads", "4"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()
+
+
+def results(ids: dict[str, str], right: str, wrong: str) -> list[dict]:
+    return [
+        {"caseId": ids["RIGHT"], "output": {"answer": right}, "calls": []},
+        {"caseId": ids["WRONG"], "output": {"answer": wrong}, "calls": []},
+        {"caseId": "cor-1", "output": None, "calls": [{"tool": "lookup"}]},
+        {"caseId": "case-2", "output": None, "calls": [], "ranked": ["k1"]},
+    ]
+
+
+def until_done(api, run_id: str, seconds: float = 40) -> dict:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        run = ok(api.get(f"{RUNS}/{run_id}"))
+        if run["status"] != "grading":
+            return run
+        time.sleep(0.2)
+    raise AssertionError(f"still grading after {seconds} s: {json.dumps(run)}")
+
+
+def test_answers_wait_for_the_judge_and_the_run_is_done_when_the_last_verdict_lands(judged):
+    api, _, fake, ids, start_worker = judged
+    run = ok(api.post(RUNS, {"projectId": P1, "candidate": "2.0.0"}), 201)
+    body = {"results": results(ids, "Clause 9 applies.", "Use clause 7.")}
+    sent = ok(api.post(f"{RUNS}/{run['id']}/results", body))["run"]
+    assert sent["status"] == "grading" and sent["cases"]["pending"] == 2
+    assert sent["judge"] == {"model": "judge-1", "promptVersion": "answer-1",
+                             "agreement": {"asked": 0, "agreed": 0}}  # fmt: skip
+    assert fake.asked == []  # nothing is asked in the request
+    with start_worker():
+        done = until_done(api, run["id"])
+    assert done["status"] == "done" and done["finishedAt"]
+    rows = {r["caseId"]: r for r in ok(api.get(f"{RUNS}/{run['id']}/results"))["data"]}
+    assert rows[ids["RIGHT"]]["outcome"] == "pass"
+    assert rows[ids["WRONG"]]["outcome"] == "fail"
+    assert rows[ids["WRONG"]]["parts"]["answer"] == {
+        "outcome": "fail",
+        "reason": "checked clause 9",
+    }
+    assert done["parts"]["answer"] == {
+        "pass": 1,
+        "fail": 1,
+        "error": 0,
+        "pending": 0,
+        "ungraded": 0,
+    }
+    assert done["judge"]["agreement"] == {"asked": 1, "agreed": 1}  # the calibration question
+    assert len(fake.asked) == 3  # two answers and one calibration
+
+
+def test_the_same_question_is_never_asked_twice_across_runs(judged):
+    api, _, fake, ids, start_worker = judged
+    first = ok(api.post(RUNS, {"projectId": P1, "candidate": "2.0.0"}), 201)
+    body = {"results": results(ids, "Clause 9 applies.", "Use clause 9 now.")}
+    ok(api.post(f"{RUNS}/{first['id']}/results", body))
+    with start_worker():
+        until_done(api, first["id"])
+    asked = len(fake.asked)
+    second = ok(api.post(RUNS, {"projectId": P1, "candidate": "2.0.1"}), 201)
+    again = ok(api.post(f"{RUNS}/{second['id']}/results", body))["run"]
+    assert again["status"] == "done"  # every answer known already: no worker needed
+    assert len(fake.asked) == asked
+    assert again["parts"]["answer"]["pass"] == 2 and again["judge"]["agreement"]["asked"] == 1
+
+
+def test_a_judge_that_fails_leaves_errors_with_reasons_never_fails(judged):
+    api, _, fake, ids, start_worker = judged
+    fake.script = lambda body: Reply(status=500)
+    run = ok(api.post(RUNS, {"projectId": P1, "candidate": "2.0.0"}), 201)
+    ok(api.post(f"{RUNS}/{run['id']}/results", {"results": results(ids, "x", "y")}))
+    with start_worker():
+        done = until_done(api, run["id"])
+    assert done["parts"]["answer"] == {"pass": 0, "fail": 0, "error": 2, "pending": 0,
+                                       "ungraded": 0}  # fmt: skip
+    assert done["judge"]["agreement"] == {"asked": 0, "agreed": 0}  # faults are not counted
+    rows = {r["caseId"]: r for r in ok(api.get(f"{RUNS}/{run['id']}/results"))["data"]}
+    assert "500 from the judge" in rows[ids["RIGHT"]]["reason"]
+    assert done["cases"]["fail"] == 0 or rows[ids["WRONG"]]["outcome"] != "fail"
+
+
+def test_a_worker_killed_mid_call_leaves_exactly_one_verdict_after_another_asks_again(judged):
+    api, app, fake, ids, start_worker = judged
+    slow = {"first": True}
+
+    def script(body: dict) -> Reply:
+        if slow.pop("first", False):
+            return Reply(delay=30)  # the call the killed worker never finishes
+        return verdicts(body)
+
+    fake.script = script
+    run = ok(api.post(RUNS, {"projectId": P1, "candidate": "2.0.0"}), 201)
+    answers = [r for r in results(ids, "Clause 9.", "x") if r["caseId"] == ids["RIGHT"]]
+    ok(api.post(f"{RUNS}/{run['id']}/results", {"results": answers}))
+    ok(api.post(f"{RUNS}/{run['id']}/finish", {}))
+    with start_worker() as first:
+        deadline = time.monotonic() + 20
+        while fake.in_flight == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert fake.in_flight == 1
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    with start_worker():  # queues the question again; it waits out the dead worker's lease
+        done = until_done(api, run["id"], seconds=40)
+    assert done["parts"]["answer"]["pass"] == 1 and done["cases"]["pending"] == 0
+    assert len(fake.asked) == 2  # asked again once, answered once
+    with app.app_context():
+        from kindgi.database import db
+        from kindgi.models import JudgeQuestion, JudgeVerdict
+
+        assert db.session.query(JudgeVerdict).count() == 1
+        assert db.session.query(JudgeQuestion).filter(JudgeQuestion.outcome.is_(None)).count() == 0
+
+
+def test_without_a_judge_answers_are_ungraded_and_say_why(api):
+    case = ok(api.post(CASES, {"runId": "run-1", "answer": "right"}), 201)["id"]
+    run = ok(api.post(RUNS, {"projectId": P1, "candidate": "2.0.0"}), 201)
+    body = {"results": [{"caseId": case, "output": {"answer": "x"}, "calls": []}]}
+    after = ok(api.post(f"{RUNS}/{run['id']}/results", body))["run"]
+    assert "judge" not in after
+    shown = ok(api.get(f"{RUNS}/{run['id']}/results/{case}"))
+    assert shown["parts"]["answer"] == {"outcome": "ungraded", "reason": "no judge is configured"}
