@@ -22,9 +22,14 @@ $(BIN)/flask: pyproject.toml constraints.txt
 
 setup: $(BIN)/flask
 
+# The judge's workers run beside gunicorn when a judge is configured (docs/judge.md); Ctrl-C
+# stops both.
 demo: setup
 	$(BIN)/flask --app app kindgi demo --cases $(CASES) --url http://127.0.0.1:$(PORT)
-	$(BIN)/gunicorn --workers 2 --bind 127.0.0.1:$(PORT) app:app
+	@trap 'trap - INT TERM; kill 0' INT TERM; \
+	if [ -n "$$KINDGI_JUDGE_URL" ]; then $(BIN)/flask --app app kindgi worker & \
+	else echo "No judge is configured: answers stay ungraded (see docs/judge.md)."; fi; \
+	$(BIN)/gunicorn --workers 2 --bind 127.0.0.1:$(PORT) app:app & wait
 
 # Debian's packages the tests drive: Chromium for the browser tests (never a browser download of
 # Playwright's own) and wrk for the bench's smoke run.
