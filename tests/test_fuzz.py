@@ -10,7 +10,10 @@ is the `X-Request-Id` header, and no stack trace, SQL or file path ever reaches 
 Generated ids are mostly noise, so most of the time a valid path or body id, or `projectId`, is
 swapped for one the world has (for another valid value only, so an invalid request stays
 invalid), and half the valid bodies of a case or correction are drawn to pass its verdict rules
-too. The answers' tally per operation lands in test-artifacts/fuzz/ (the figures in
+too. The operations of test runs and versions (docs/design.md §9) get a world with test runs in
+every state and three versions (see `TEST_RUNS`), whose ids are swapped in the same way (on
+their routes `runId` names a test run), and the cases of valid results bodies are the world's.
+The answers' tally per operation lands in test-artifacts/fuzz/ (the figures in
 docs/reliability.md). `KINDGI_FUZZ_EXAMPLES` sets the generated examples per operation.
 """
 
@@ -24,11 +27,13 @@ import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
+import hypothesis
 import jsonschema
 import pytest
 import schemathesis
-from conftest import AGENT, MULTI, P1, P2, P3, PG, TOKENS
+from conftest import AGENT, MULTI, P1, P2, P3, PG, TOKENS, Api
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
@@ -52,6 +57,7 @@ EXAMPLES = int(os.environ.get("KINDGI_FUZZ_EXAMPLES", "150"))
 ARTIFACTS = Path(__file__).parent.parent / "test-artifacts" / "fuzz"
 AUTH = {"Authorization": f"Bearer {TOKENS['admin']}"}
 
+TEST_RUNS = ["trun-done", "trun-open", "trun-half", "trun-canceled", "trun-multi", "trun-globex"]
 # What exists in the test world (tests/world.json), and a few things that don't.
 KNOWN = {
     "agentId": [AGENT, MULTI, "acme.nope", "globex.drafting"],
@@ -63,17 +69,34 @@ KNOWN = {
     "projectId": [P1, P2, P3, PG, P1.upper(), "0badcafe-0000-4000-8000-000000000000"],
     "replayOf": ["run-1", "run-2", "run-globex", "run-nope"],
     "group": ["grp-restricted", "grp-open", "grp-nope"],
+    # made by `with_test_runs` (a test run's `runId` and `caseId`, a compared run, a baseline,
+    # a re-run)
+    "testRunId": [*TEST_RUNS, "trun-nope"],
+    "runCaseId": ["case-2", "cor-1", "cor-3", "case-1", "cor-g", "case-nope"],
+    "otherId": [*TEST_RUNS, "trun-nope"],
+    "baseline": [*TEST_RUNS, "trun-nope"],
+    "rerunOf": [*TEST_RUNS, "trun-nope"],
+    "setVersion": ["v1", "v2", "v3", "v9", "1"],  # a version of a test set (not an agent's)
+    "otherVersion": ["v1", "v2", "v3", "v9", "1"],
 }  # fmt: skip
 # Corners of the world where agent, project, run, case and correction belong together.
 CORNERS = [
     {"agentId": AGENT, "projectId": P1, "runId": "run-1", "caseId": "case-2",
-     "correctionId": "cor-1", "replayOf": "run-1"},
+     "correctionId": "cor-1", "replayOf": "run-1", "testRunId": "trun-half",
+     "runCaseId": "case-2", "otherId": "trun-done", "baseline": "trun-done", "setVersion": "v3",
+     "otherVersion": "v1"},
     {"agentId": AGENT, "projectId": P1, "runId": "run-2", "caseId": "case-1",
-     "correctionId": "cor-2", "replayOf": "run-2"},
+     "correctionId": "cor-2", "replayOf": "run-2", "testRunId": "trun-open",
+     "runCaseId": "cor-1", "otherId": "trun-canceled", "rerunOf": "trun-done", "setVersion": "v2",
+     "otherVersion": "v3"},
     {"agentId": MULTI, "projectId": P2, "runId": "run-multi", "caseId": "cor-3",
-     "correctionId": "cor-3", "group": "grp-restricted"},
+     "correctionId": "cor-3", "group": "grp-restricted", "testRunId": "trun-multi",
+     "runCaseId": "cor-3", "otherId": "trun-multi", "setVersion": "v1",
+     "otherVersion": "v1"},
     {"agentId": MULTI, "projectId": P3, "group": "grp-open"},
 ]  # fmt: skip
+# The world's cases that test runs grade (cor-3 in acme.multi / P2, the others in P1).
+RUN_CASES = ["case-2", "cor-1", "cor-3"]
 POSITIVE = DataGenerationMethod.positive
 
 
@@ -154,17 +177,30 @@ class CurrentApp:
 CURRENT = CurrentApp()
 ISSUED: set[str] = set()  # every X-Request-Id answered so far
 RAW = _raw_document()
+# ResultIn._rules and ResultsBody's size, likewise: output and calls unless there is an error,
+# and a few results (each gets one of the world's cases, see `_with_world_cases`).
+RESULT_RULES: list[dict[str, Any]] = [
+    {
+        "properties": {
+            "results": {
+                "maxItems": len(RUN_CASES),
+                "items": {"anyOf": [_present("error"), _present("output", "calls")]},
+            }
+        }
+    }
+]
 RULED = {
     f"POST {path}": from_schema(
         {
             **RAW["components"]["schemas"][name],
-            "allOf": VERDICT_RULES,
+            "allOf": rules,
             "components": RAW["components"],
         }
     )
-    for path, name in (
-        ("/v1/agents/{agentId}/test-set/cases", "AddCaseBody"),
-        ("/v1/agents/{agentId}/runs/{runId}/corrections", "RecordCorrectionBody"),
+    for path, name, rules in (
+        ("/v1/agents/{agentId}/test-set/cases", "AddCaseBody", VERDICT_RULES),
+        ("/v1/agents/{agentId}/runs/{runId}/corrections", "RecordCorrectionBody", VERDICT_RULES),
+        ("/v1/agents/{agentId}/test-runs/{runId}/results", "ResultsBody", RESULT_RULES),
     )
 }
 schema = schemathesis.from_dict(
@@ -186,22 +222,52 @@ def _valid(name: str, value: Any) -> bool:
     return name != "projectId" or UUID.fullmatch(value) is not None
 
 
-def _picks(values: Any, world: dict[str, str]) -> st.SearchStrategy[dict[str, Any]]:
+def _picks(
+    values: Any, world: dict[str, str], aliases: dict[str, str]
+) -> st.SearchStrategy[dict[str, Any]]:
     """For each valid id among `values`: the drawn corner of the world's (most often, so that
     agent, project, run and case fit together), any id the world knows, or what was generated
-    (None)."""
+    (None). `aliases` says which of the world's ids a name stands for here."""
     if not isinstance(values, dict):
         return st.just({})
+    known = {name: aliases.get(name, name) for name in values}
     return st.fixed_dictionaries(
         {
             name: st.one_of(
-                st.just(world.get(name)), st.just(world.get(name)), st.none(),
-                st.sampled_from(KNOWN[name]),
+                st.just(world.get(known[name])), st.just(world.get(known[name])), st.none(),
+                st.sampled_from(KNOWN[known[name]]),
             )
             for name, value in values.items()
-            if name in KNOWN and _valid(name, value)
+            if known[name] in KNOWN and _valid(name, value)
         }
     )  # fmt: skip
+
+
+def _aliases(case) -> dict[str, str]:
+    """On a test run's routes, `runId` names a test run and `caseId` one of its cases; on a
+    diff's, `version` and `other` name versions of the test set."""
+    if "/test-runs/" in case.operation.path:
+        return {"runId": "testRunId", "caseId": "runCaseId"}
+    if "/versions/" in case.operation.path:
+        return {"version": "setVersion", "other": "otherVersion"}
+    return {}
+
+
+def _with_world_cases(body: Any) -> st.SearchStrategy[Any]:
+    """A results body as drawn, or (as often) with the world's cases in its results, each once
+    (and no more results than that): a generated case id is never one of a test run's."""
+    results = body.get("results") if isinstance(body, dict) else None
+    if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+        return st.just(body)
+
+    ids = st.lists(st.sampled_from(RUN_CASES), min_size=1, unique=True)
+    return st.one_of(st.just(body), ids.map(lambda ids: _for_cases(body, ids)))
+
+
+def _for_cases(body: dict[str, Any], ids: list[str]) -> dict[str, Any]:
+    """The body's first results, one for each of `ids`, about those cases."""
+    results = zip(body["results"], ids, strict=False)
+    return {**body, "results": [{**result, "caseId": i} for result, i in results]}
 
 
 def _swap(values: Any, picked: dict[str, Any]) -> Any:
@@ -217,12 +283,18 @@ def before_generate_case(context, strategy):
 
     def realistic(case, world):
         bodies = st.just(case.body)
+        positive = case.meta is not None and case.meta.body is POSITIVE
         ruled = RULED.get(case.operation.verbose_name)
-        if ruled is not None and case.meta is not None and case.meta.body is POSITIVE:
+        if ruled is not None and positive:
             bodies = st.one_of(bodies, ruled)
+        if case.operation.path.endswith("/results") and case.method == "POST" and positive:
+            bodies = bodies.flatmap(_with_world_cases)
+        aliases = _aliases(case)
         return bodies.flatmap(
             lambda body: st.tuples(
-                _picks(case.path_parameters, world), _picks(case.query, world), _picks(body, world)
+                _picks(case.path_parameters, world, aliases),
+                _picks(case.query, world, aliases),
+                _picks(body, world, aliases),
             ).map(lambda picked: _apply(case, body, *picked))
         )
 
@@ -368,9 +440,54 @@ CHECKS = (
 OUR_CHECKS = (error_envelope, no_internals_leak)
 
 
+def with_test_runs(app, monkeypatch) -> None:
+    """Test runs in every state, with known ids, and three versions of acme.drafting / P1's set,
+    made through the API by the admins: `trun-done` (v1: case-2 passed, cor-1 erred),
+    `trun-canceled` (v2, frozen while case-2 was retired), `trun-open` (v3, against trun-done,
+    nothing sent), `trun-half` (v3, case-2 failed, cor-1 awaiting); `trun-multi` (open, in
+    acme.multi / P2) and `trun-globex` (done, in globex's acme.drafting / PG)."""
+    api = Api(app.test_client())
+
+    def ok(resp) -> dict[str, Any]:
+        assert resp.status_code in (200, 201), resp.get_json()
+        return resp.get_json()
+
+    def start(run_id: str, project: str = P1, agent: str = AGENT, as_: str = "admin",
+              **more: Any) -> None:  # fmt: skip
+        body = {"projectId": project, "candidate": "9.9.9", **more}
+        with monkeypatch.context() as patch:  # the server's ids are random; these are known
+            patch.setattr("kindgi.service.test_runs.new_id", lambda _: run_id)
+            ok(api.post(f"/v1/agents/{agent}/test-runs", json=body, as_=as_))
+
+    def send(run_id: str, *results: dict[str, Any], agent: str = AGENT, as_: str = "admin"):
+        path = f"/v1/agents/{agent}/test-runs/{run_id}/results"
+        return ok(api.post(path, json={"results": list(results)}, as_=as_))
+
+    case_2 = f"/v1/agents/{AGENT}/test-set/cases/case-2"
+    start("trun-done")
+    send("trun-done", {"caseId": "case-2", "output": {}, "calls": [], "ranked": ["k1"]},
+         {"caseId": "cor-1", "error": "crashed"})  # fmt: skip
+    ok(api.post(f"{case_2}/retire", json={"reason": "for v2"}))
+    start("trun-canceled")
+    ok(api.post("/v1/agents/acme.drafting/test-runs/trun-canceled/cancel", json={}))
+    ok(api.post(f"{case_2}/restore", json={}))
+    start("trun-open", baseline="trun-done")
+    start("trun-half")
+    send("trun-half", {"caseId": "case-2", "output": {}, "calls": [], "ranked": ["k9", "k1"]})
+    start("trun-multi", P2, MULTI)
+    start("trun-globex", PG, as_="globex")
+    send("trun-globex", {"caseId": "cor-g", "error": "crashed"}, as_="globex")
+
+
+# The operations fuzzed on a world with test runs: theirs, and the counts (with frozenVersion).
+WITH_TEST_RUNS = re.compile(r"/test-runs|/versions|GET /v1/agents/\{agentId\}/test-set\]")
+
+
 @pytest.fixture
-def fuzzed(app, request):
+def fuzzed(app, request, monkeypatch):
     """The app under test, and a tally of its answers written to test-artifacts/fuzz/."""
+    if WITH_TEST_RUNS.search(request.node.name):  # "test_…[GET /v1/agents/{agentId}/…]"
+        with_test_runs(app, monkeypatch)
     CURRENT.app = app
     tally: Counter[str] = Counter()
     yield tally
@@ -403,3 +520,114 @@ def test_every_operation_answers_every_generated_request_as_its_document_says(fu
     response = case.call(headers=headers)
     fuzzed[f"{getattr(case.data_generation_method, 'name', '?')} {response.status_code}"] += 1
     case.validate_response(response, checks=CHECKS, additional_checks=OUR_CHECKS, headers=headers)
+
+
+# ---------------------------------------------------------------- grading whatever a runner sends
+
+
+def _answer_schema(path: str, method: str = "get") -> dict[str, Any]:
+    """The documented 200 answer of `path`, as a schema that resolves its references."""
+    answer = RAW["paths"][path][method]["responses"]["200"]["content"]["application/json"]
+    return {**answer["schema"], "components": RAW["components"]}
+
+
+# What XML 1.0 can't carry (control characters but tab and newlines; U+FFFE, U+FFFF): a result's
+# error with one makes the JUnit report unreadable, an app bug that test_hostile.py keeps.
+NOT_IN_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+P1_CASES = ["case-2", "cor-1"]  # what a run of acme.drafting / P1 grades (items, decisions)
+RESULTS_PATH = "/v1/agents/{agentId}/test-runs/{runId}/results"
+RUNNER_BODIES = RULED[f"POST {RESULTS_PATH}"].flatmap(
+    lambda body: st.lists(st.sampled_from(P1_CASES), min_size=1, unique=True).map(
+        lambda ids: _for_cases(body, ids)
+    )
+)
+RUN_ANSWERS = {  # (route's path in the document, what follows the run's own path)
+    "the run": ("/v1/agents/{agentId}/test-runs/{runId}", ""),
+    "its results": (RESULTS_PATH, "/results?limit=100"),
+    "its cases": ("/v1/agents/{agentId}/test-runs/{runId}/cases", "/cases"),
+    "against the baseline": ("/v1/agents/{agentId}/test-runs/{runId}/compare/{otherId}",
+                             "/compare/{baseline}?limit=100"),
+}  # fmt: skip
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@hypothesis.given(
+    body=RUNNER_BODIES,
+    threshold=st.one_of(st.none(), st.floats(0, 1)),
+)
+def test_whatever_a_runner_sends_is_graded_or_refused_and_every_answer_is_as_documented(
+    app, body, threshold
+):
+    """Results drawn from the document (any output, calls, ranked keys, errors) for the cases of
+    a fresh run against a done baseline: a 200 whose run counts them, or a 400 naming a result;
+    then the run, its results, each result, its cases, the comparison and the JUnit report all
+    answer as documented; the run's counts, pass rate and comparison agree with its results and
+    the comparison's rows; and sending it all again is a harmless duplicate."""
+    api, tr = Api(app.test_client()), f"/v1/agents/{AGENT}/test-runs"
+    baseline = _a_done_run(api)
+    start = {"projectId": P1, "candidate": "fuzz", "baseline": baseline}
+    if threshold is not None:
+        start["itemsThreshold"] = threshold
+    run = api.post(tr, json=start)
+    assert run.status_code == 201, run.get_json()
+    path = f"{tr}/{run.get_json()['id']}"
+    sent = api.post(f"{path}/results", json=body)
+    if sent.status_code == 400:  # text no database can store, say: a result is named
+        fields = sent.get_json()["error"]["details"]["fields"]
+        assert all(f.startswith("results.") for f in fields), fields
+        return
+    assert sent.status_code == 200, sent.get_data(as_text=True)[:500]
+    assert sent.get_json()["accepted"] == len(body["results"])
+    jsonschema.validate(sent.get_json(), _answer_schema(RESULTS_PATH, "post"))
+    for name, (documented, tail) in RUN_ANSWERS.items():
+        resp = api.get(path + tail.format(baseline=baseline))
+        assert resp.status_code == 200, (name, resp.get_data(as_text=True)[:500])
+        jsonschema.validate(resp.get_json(), _answer_schema(documented))
+    counts = api.get(path).get_json()["cases"]
+    listed = api.get(f"{path}/results?limit=100").get_json()["data"]
+    outcomes = Counter(r["outcome"] for r in listed)
+    assert {k: counts[k] for k in outcomes} == dict(outcomes), (counts, listed)
+    assert counts["total"] == counts["awaiting"] + sum(
+        counts[k] for k in ("pass", "fail", "error", "pending", "ungraded")
+    ), counts
+    rate = api.get(path).get_json().get("passRate")
+    if counts["pass"] + counts["fail"]:
+        assert rate["value"] == counts["pass"] / (counts["pass"] + counts["fail"]), rate
+        assert 0 <= rate["low"] <= rate["value"] <= rate["high"] <= 1, rate
+    else:
+        assert rate is None, rate
+    compared = api.get(f"{path}/compare/{baseline}?limit=100").get_json()
+    changes = Counter(re.sub(r"-(\w)", lambda m: m[1].upper(), r["change"])
+                      for r in compared["data"])  # fmt: skip
+    assert {k: n for k, n in compared["counts"].items() if n} == dict(changes), compared
+    kept = api.get(path).get_json()["comparison"]
+    assert kept == {"baseline": baseline, **compared["counts"]}, (kept, compared["counts"])
+    detail = _answer_schema("/v1/agents/{agentId}/test-runs/{runId}/results/{caseId}")
+    for result in body["results"]:
+        one = api.get(f"{path}/results/{result['caseId']}")
+        assert one.status_code == 200, one.get_data(as_text=True)[:500]
+        jsonschema.validate(one.get_json(), detail)
+    report = api.get(f"{path}/report.xml")
+    assert report.status_code == 200 and report.mimetype == "application/xml"
+    if not any(NOT_IN_XML.search(r.get("error", "")) for r in body["results"]):  # test_hostile
+        suite = ElementTree.fromstring(report.get_data())
+        assert len(suite.findall("testcase")) == counts["total"]
+    again = api.post(f"{path}/results", json=body)
+    assert again.status_code == 200, again.get_data(as_text=True)[:500]
+    assert (again.get_json()["accepted"], again.get_json()["duplicates"]) == (
+        0, len(body["results"]))  # fmt: skip
+
+
+def _a_done_run(api) -> str:
+    """The id of a done run of acme.drafting / P1 (started the first time it is asked for)."""
+    tr = f"/v1/agents/{AGENT}/test-runs"
+    runs = api.get(f"{tr}?projectId={P1}&candidate=baseline").get_json()["data"]
+    if runs:
+        return runs[0]["id"]
+    run = api.post(tr, json={"projectId": P1, "candidate": "baseline"}).get_json()["id"]
+    done = api.post(f"{tr}/{run}/results", json={"results": [
+        {"caseId": "case-2", "output": {}, "calls": [], "ranked": ["k1"]},
+        {"caseId": "cor-1", "output": {}, "calls": [{"tool": "search", "args": {}}]},
+    ]})  # fmt: skip
+    assert done.get_json()["run"]["status"] == "done", done.get_json()
+    return run

@@ -5,10 +5,15 @@
 - Text no database can store (NUL characters, unpaired UTF-16 surrogates) is refused, never 500,
   wherever it is sent: JSON bodies, forms, paths, query strings.
 - Every bound not tested elsewhere, at its edge, counted in code points (an emoji is one).
+- Test runs (docs/design.md §9.2): every hostile body of starting a run, sending results,
+  finishing and cancelling, and every hostile query string of their lists, is 400 `bad-input`
+  naming exactly the fields at fault, and changes nothing; a spoilt cursor on any of their lists
+  is `cursor-invalid`, one of another list `cursor-mismatch`; each bound holds at its edge.
 - Bodies over the limit through a real server, with Content-Length and chunked.
-- A write lock held past the busy timeout on every write route: 503 `database-busy`, nothing
-  changed, and the retry succeeds; the database connection dying in the middle of a request or
-  at its commit: a 500 or 503 envelope, no partial write, the key free and the next request fine.
+- A write lock held past the busy timeout on every write route (test runs' too): 503
+  `database-busy`, nothing changed, and the retry succeeds; the database connection dying in the
+  middle of a request or at its commit: a 500 or 503 envelope, no partial write, the key free and
+  the next request fine.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import quote, urlencode
+from xml.etree import ElementTree
 
 import psycopg
 import pytest
@@ -39,6 +45,7 @@ from conftest import (
 from databases import ENGINE, write_lock
 from live import gunicorn
 from sqlalchemy import event
+from sqlalchemy.engine import make_url
 
 from kindgi import world
 from kindgi.database import db
@@ -322,6 +329,410 @@ def test_every_other_bound_holds_at_its_edge_in_code_points(api, unchanged, boun
         assert answered.status_code in (200, 201, 404), answered.get_json()
 
 
+# ---------------------------------------------------------------- test runs (docs/design.md §9.2)
+
+
+TR = f"/v1/agents/{AGENT}/test-runs"
+TS = f"/v1/agents/{AGENT}/test-set"
+
+
+@pytest.fixture
+def test_runs(app) -> dict[str, str]:
+    """Test runs of acme.drafting / P1 by the admin, by name: `done` (v1: case-2 passed, cor-1
+    erred) and `open` (v1, against `done`, both cases awaiting); then `later`, canceled, on v2,
+    frozen once case-2 was retired and a hand case added (so v2 and v1 differ by two cases)."""
+    client = app.test_client()
+
+    def post(path: str, body: Any) -> dict[str, Any]:
+        resp = client.post(path, json=body, headers=ADMIN)
+        assert resp.status_code in (200, 201), resp.get_json()
+        return resp.get_json()
+
+    def start(**more: Any) -> str:
+        return post(TR, {"projectId": P1, "candidate": "2.0.0", **more})["id"]
+
+    done = start()
+    post(f"{TR}/{done}/results", {"results": [
+        {"caseId": "case-2", "output": {}, "calls": [], "ranked": ["k1"]},
+        {"caseId": "cor-1", "error": "crashed"}]})  # fmt: skip
+    runs = {"done": done, "open": start(baseline=done)}
+    post(CASES, {"runId": "run-2", "answer": "right"})
+    post(f"{CASES}/case-2/retire", {"reason": "for v2"})
+    runs["later"] = start()
+    post(f"{TR}/{runs['later']}/cancel", {})
+    return runs
+
+
+def start_body(**more: Any) -> dict[str, Any]:
+    return {"projectId": P1, "candidate": "2.0.0", **more}
+
+
+def result(case_id: str = "case-2", **more: Any) -> dict[str, Any]:
+    return {"caseId": case_id, "output": {"answer": "x"}, "calls": [], **more}
+
+
+def results(*entries: dict[str, Any]) -> dict[str, Any]:
+    return {"results": list(entries)}
+
+
+def without(entry: dict[str, Any], *names: str) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k not in names}
+
+
+RESULTS, FINISH, CANCEL = f"{TR}/{{open}}/results", f"{TR}/{{open}}/finish", f"{TR}/{{open}}/cancel"
+HOSTILE_RUN_BODIES = {
+    # (path, body: an object, or JSON text with \u escapes, every field the 400 names)
+    "a candidate left out": (TR, {"projectId": P1}, "candidate"),
+    "an empty candidate": (TR, start_body(candidate=""), "candidate"),
+    "a candidate of 101 code points": (TR, start_body(candidate=PARROT * 101), "candidate"),
+    "a candidate that is a number": (TR, start_body(candidate=2), "candidate"),
+    "a candidate with NUL": (TR, f'{{"projectId": "{P1}", "candidate": "2\\u0000"}}',
+                             "candidate"),
+    "a weighting not in the list": (TR, start_body(weighting="experts"), "weighting"),
+    "a weighting in capitals": (TR, start_body(weighting="ALL"), "weighting"),
+    "a weighting of null": (TR, start_body(weighting=None), "weighting"),
+    "only without rerunOf": (TR, start_body(only="failed"), "only"),
+    "only both without rerunOf": (TR, start_body(only="failed,errored"), "only"),
+    "only naming passed cases": (TR, start_body(rerunOf="{done}", only="failed,passed"), "only"),
+    "only empty": (TR, start_body(rerunOf="{done}", only=""), "only"),
+    "only as a list": (TR, start_body(rerunOf="{done}", only=["failed"]), "only"),
+    "itemsThreshold as a string": (TR, start_body(itemsThreshold="0.5"), "itemsThreshold"),
+    "itemsThreshold as a boolean": (TR, start_body(itemsThreshold=True), "itemsThreshold"),
+    "itemsThreshold below 0": (TR, start_body(itemsThreshold=-0.001), "itemsThreshold"),
+    "itemsThreshold above 1": (TR, start_body(itemsThreshold=1.001), "itemsThreshold"),
+    "itemsThreshold of 80 (a percentage)": (TR, start_body(itemsThreshold=80), "itemsThreshold"),
+    "itemsThreshold of null": (TR, start_body(itemsThreshold=None), "itemsThreshold"),
+    "itemsThreshold past a double (1e400)": (
+        TR, f'{{"projectId": "{P1}", "candidate": "2", "itemsThreshold": 1e400}}',
+        "itemsThreshold"),
+    "metadata of 4001 code points of canonical JSON": (
+        TR, start_body(metadata={"c": PARROT * 3993}), "metadata"),
+    "metadata short as text but over 4000 once escaped": (
+        TR, start_body(metadata={"c": "\n" * 1997}), "metadata"),
+    "metadata that is a list": (TR, start_body(metadata=["commit"]), "metadata"),
+    "metadata that is a string": (TR, start_body(metadata="commit abc"), "metadata"),
+    "metadata with a number past a double": (
+        TR, f'{{"projectId": "{P1}", "candidate": "2", "metadata": {{"n": 1e400}}}}', "metadata"),
+    "metadata with NUL in a value": (
+        TR, f'{{"projectId": "{P1}", "candidate": "2", "metadata": {{"c": "a\\u0000"}}}}',
+        "metadata.c"),
+    "a label of 201 code points": (TR, start_body(label=PARROT * 201), "label"),
+    "an empty label": (TR, start_body(label=""), "label"),
+    "a label with a lone surrogate": (
+        TR, f'{{"projectId": "{P1}", "candidate": "2", "label": "\\udfff"}}', "label"),
+    "an empty baseline": (TR, start_body(baseline=""), "baseline"),
+    "a baseline of 65 characters": (TR, start_body(baseline="t" * 65), "baseline"),
+    "a rerunOf that is a number": (TR, start_body(rerunOf=7), "rerunOf"),
+    "a project id that is no UUID": (TR, start_body(projectId="P1"), "projectId"),
+    "an unknown field": (TR, start_body(colour="red"), "colour"),
+    "a list for a body": (TR, [start_body()], "_body"),
+    # sending results
+    "no results": (RESULTS, results(), "results"),
+    "501 results": (RESULTS, results(*(result(f"case-{i}") for i in range(501))), "results"),
+    "results left out": (RESULTS, {}, "results"),
+    "results that are an object": (RESULTS, {"results": result()}, "results"),
+    "a case twice": (RESULTS, results(result(), result("cor-1"), result()), "results.2.caseId"),
+    "a case not in the run": (RESULTS, results(result(), result("case-nope")),
+                              "results.1.caseId"),
+    "a retired case, not in the version": (RESULTS, results(result("case-1")),
+                                           "results.0.caseId"),
+    "a correction that is no case": (RESULTS, results(result("cor-2")), "results.0.caseId"),
+    "another tenant's case": (RESULTS, results(result("cor-g")), "results.0.caseId"),
+    "an empty case id": (RESULTS, results(result("")), "results.0.caseId"),
+    "a case id of 65 characters": (RESULTS, results(result("c" * 65)), "results.0.caseId"),
+    "a case id with NUL": (RESULTS, '{"results": [{"caseId": "case-2\\u0000", "output": null, '
+                           '"calls": []}]}', "results.0.caseId"),
+    "output left out without an error": (RESULTS, results(without(result(), "output")),
+                                         "results.0.output"),
+    "calls left out without an error": (RESULTS, results(without(result(), "calls")),
+                                        "results.0.calls"),
+    "both left out without an error": (RESULTS, results({"caseId": "case-2"}),
+                                       ("results.0.output", "results.0.calls")),
+    "an empty error": (RESULTS, results(result(error="")), "results.0.error"),
+    "an error of 4001 code points": (RESULTS, results({"caseId": "case-2",
+                                                       "error": PARROT * 4001}),
+                                     "results.0.error"),
+    "an error that is an object": (RESULTS, results({"caseId": "case-2", "error": {"x": 1}}),
+                                   "results.0.error"),
+    "an error with a lone surrogate": (RESULTS, '{"results": [{"caseId": "case-2", '
+                                       '"error": "boom \\ud800"}]}', "results.0.error"),
+    "calls that are a string": (RESULTS, results(result(calls="search")), "results.0.calls"),
+    "calls that are an object": (RESULTS, results(result(calls={"tool": "search"})),
+                                 "results.0.calls"),
+    "calls of null": (RESULTS, results(result(calls=None)), "results.0.calls"),
+    "a call without its tool": (RESULTS, results(result(calls=[{"args": {}}])),
+                                "results.0.calls.0.tool"),
+    "a call's args that are a list": (RESULTS, results(result(calls=[{"tool": "t", "args": []}])),
+                                      "results.0.calls.0.args"),
+    "1001 calls": (RESULTS, results(result(calls=calls(1001))), "results.0.calls"),
+    "ranked that is a string": (RESULTS, results(result(ranked="k1")), "results.0.ranked"),
+    "1001 ranked keys": (RESULTS, results(result(ranked=["k"] * 1001)), "results.0.ranked"),
+    "NUL deep in the output": (RESULTS, '{"results": [{"caseId": "case-2", "output": '
+                               '{"a": [{"b": "x\\u0000"}]}, "calls": []}]}',
+                               "results.0.output.a.0.b"),
+    "an unknown field in a result": (RESULTS, results(result(score=1)), "results.0.score"),
+    "an unknown field beside results": (RESULTS, {**results(result()), "runId": "x"}, "runId"),
+    "a result that is a string": (RESULTS, results("case-2"), "results.0._body"),
+    # finishing and cancelling take an empty object
+    "finish with a field": (FINISH, {"now": True}, "now"),
+    "finish with a list": (FINISH, [], "_body"),
+    "cancel with a field": (CANCEL, {"reason": "enough"}, "reason"),
+    "cancel with a NUL-named field": (CANCEL, '{"a\\u0000": 1}', "a\x00"),
+}  # fmt: skip
+
+
+def send_as_admin(api, path: str, body: Any, runs: dict[str, str]):
+    """POST `body` (an object, or JSON text as it stands) to `path` with runs' ids filled in."""
+    path = path.format_map(runs)
+    if isinstance(body, str):
+        return api.post(path, data=body, content_type="application/json")
+    if isinstance(body, dict) and isinstance(body.get("rerunOf"), str):
+        body = {**body, "rerunOf": body["rerunOf"].format_map(runs)}
+    return api.post(path, json=body)
+
+
+@pytest.mark.parametrize("name", HOSTILE_RUN_BODIES)
+def test_a_hostile_test_run_body_is_bad_input_naming_its_field_and_changes_nothing(
+    api, unchanged, test_runs, name
+):
+    path, body, fields = HOSTILE_RUN_BODIES[name]
+    with unchanged():
+        resp = send_as_admin(api, path, body, test_runs)
+    assert resp.status_code == 400, resp.get_data(as_text=True)[:300]
+    err = error_of(resp)
+    assert err["code"] == "bad-input", err
+    named = set(err["details"]["fields"])
+    assert named == ({fields} if isinstance(fields, str) else set(fields)), err
+
+
+RUN_BOUNDS = {
+    # (path, at the limit, one past it, field); at the limit passes validation
+    "a test run's candidate has 100 code points": (
+        TR, start_body(candidate=PARROT * 100), start_body(candidate=PARROT * 101), "candidate"),
+    "a test run's label has 200 code points": (
+        TR, start_body(label=PARROT * 200), start_body(label=PARROT * 201), "label"),
+    "a test run's metadata has 4000 code points of canonical JSON": (
+        TR, start_body(metadata={"c": PARROT * 3992}), start_body(metadata={"c": PARROT * 3993}),
+        "metadata"),
+    "a test run's metadata has 4000 characters once its newlines are escaped": (
+        TR, start_body(metadata={"c": "\n" * 1996}), start_body(metadata={"c": "\n" * 1997}),
+        "metadata"),
+    "a test run's metadata has 100 properties": (
+        TR, start_body(metadata={f"k{i}": i for i in range(100)}),
+        start_body(metadata={f"k{i}": i for i in range(101)}), "metadata"),
+    "itemsThreshold is 1": (TR, start_body(itemsThreshold=1), start_body(itemsThreshold=1.0001),
+                            "itemsThreshold"),
+    "itemsThreshold is 0": (TR, start_body(itemsThreshold=0), start_body(itemsThreshold=-1e-9),
+                            "itemsThreshold"),
+    "a result's error has 4000 code points": (
+        RESULTS, results({"caseId": "case-2", "error": PARROT * 4000}),
+        results({"caseId": "case-2", "error": PARROT * 4001}), "results.0.error"),
+    "a batch has 500 results": (  # at the limit, 499 of them are not the run's cases
+        RESULTS, results(result(), *(result(f"case-x{i}") for i in range(499))),
+        results(result(), *(result(f"case-x{i}") for i in range(500))), "results"),
+    "a case id has 64 characters": (
+        RESULTS, results(result("c" * 64)), results(result("c" * 65)), "results.0.caseId"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("bound", RUN_BOUNDS)
+def test_every_test_run_bound_holds_at_its_edge(api, unchanged, test_runs, bound):
+    path, at, past, field = RUN_BOUNDS[bound]
+    with unchanged():
+        refused = send_as_admin(api, path, past, test_runs)
+    assert refused.status_code == 400, refused.get_json()
+    err = error_of(refused)
+    assert err["code"] == "bad-input" and field in err["details"]["fields"], err
+    answered = send_as_admin(api, path, at, test_runs)
+    if answered.status_code == 400:  # refused for something else than its length
+        said = error_of(answered)["details"]["fields"].get(field)
+        assert said != err["details"]["fields"][field], answered.get_json()
+    else:
+        assert answered.status_code in (200, 201), answered.get_json()
+
+
+HOSTILE_QUERIES = {
+    # (path and query string, the field the 400 names)
+    "the runner's cases, limit 0": (f"{TR}/{{open}}/cases?limit=0", "limit"),
+    "the runner's cases, limit 501": (f"{TR}/{{open}}/cases?limit=501", "limit"),
+    "the runner's cases, limit 1.5": (f"{TR}/{{open}}/cases?limit=1.5", "limit"),
+    "the runner's cases, limit in hex": (f"{TR}/{{open}}/cases?limit=0x10", "limit"),
+    "the runner's cases, limit empty": (f"{TR}/{{open}}/cases?limit=", "limit"),
+    "the runner's cases, awaiting=yes": (f"{TR}/{{open}}/cases?awaiting=yes", "awaiting"),
+    "the runner's cases, awaiting=TRUE": (f"{TR}/{{open}}/cases?awaiting=TRUE", "awaiting"),
+    "results, limit 0": (f"{TR}/{{done}}/results?limit=0", "limit"),
+    "results, limit 101": (f"{TR}/{{done}}/results?limit=101", "limit"),
+    "results, an outcome not in the list": (f"{TR}/{{done}}/results?outcome=passed", "outcome"),
+    "results, awaiting is no result's outcome": (f"{TR}/{{done}}/results?outcome=awaiting",
+                                                 "outcome"),
+    "results, an outcome list with a gap": (f"{TR}/{{done}}/results?outcome=pass,,fail",
+                                            "outcome"),
+    "results, an outcome list ending in a comma": (f"{TR}/{{done}}/results?outcome=pass,",
+                                                   "outcome"),
+    "results, an outcome with spaces": (f"{TR}/{{done}}/results?outcome=pass,%20fail",
+                                        "outcome"),
+    "results, an outcome with NUL": (f"{TR}/{{done}}/results?outcome=pass%00", "outcome"),
+    "results, a part not in the list": (f"{TR}/{{done}}/results?part=all", "part"),
+    "results, two parts": (f"{TR}/{{done}}/results?part=items,answer", "part"),
+    "results, a part in capitals": (f"{TR}/{{done}}/results?part=Items", "part"),
+    "compare, a change not in the list": (f"{TR}/{{open}}/compare/{{done}}?change=worse",
+                                          "change"),
+    "compare, a change in camel case": (f"{TR}/{{open}}/compare/{{done}}?change=stillFailing",
+                                        "change"),
+    "compare, limit 101": (f"{TR}/{{open}}/compare/{{done}}?limit=101", "limit"),
+    "the versions, limit 0": (f"{TS}/versions?projectId={P1}&limit=0", "limit"),
+    "the versions, no projectId": (f"{TS}/versions", "projectId"),
+    "a diff, a change not in the list": (f"{TS}/versions/v2/diff/v1?projectId={P1}&change=both",
+                                         "change"),
+    "a diff, both changes listed": (
+        f"{TS}/versions/v2/diff/v1?projectId={P1}&change=added,removed", "change"),
+    "a diff, a project id that is no UUID": (f"{TS}/versions/v2/diff/v1?projectId=P1",
+                                             "projectId"),
+    "the test runs, no projectId": (f"{TR}", "projectId"),
+    "the test runs, an empty candidate": (f"{TR}?projectId={P1}&candidate=", "candidate"),
+    "the test runs, a candidate of 101 code points": (
+        f"{TR}?projectId={P1}&candidate={quote(PARROT * 101)}", "candidate"),
+    "the test runs, limit 101": (f"{TR}?projectId={P1}&limit=101", "limit"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", HOSTILE_QUERIES)
+def test_a_hostile_query_string_on_a_test_run_list_is_bad_input_naming_it(
+    api, unchanged, test_runs, name
+):
+    path, field = HOSTILE_QUERIES[name]
+    with unchanged():
+        resp = api.get(path.format_map(test_runs))
+    assert resp.status_code == 400, resp.get_data(as_text=True)[:300]
+    err = error_of(resp)
+    assert err["code"] == "bad-input" and set(err["details"]["fields"]) == {field}, err
+
+
+RUN_LISTS = {
+    # lists of two or more rows, read a row at a time
+    "the runner's cases": f"{TR}/{{open}}/cases?limit=1",
+    "the runner's awaiting cases": f"{TR}/{{open}}/cases?limit=1&awaiting=true",
+    "results": f"{TR}/{{done}}/results?limit=1",
+    "a comparison": f"{TR}/{{open}}/compare/{{done}}?limit=1",
+    "the versions": f"{TS}/versions?projectId={P1}&limit=1",
+    "a diff": f"{TS}/versions/v2/diff/v1?projectId={P1}&limit=1",
+    "the test runs": f"{TR}?projectId={P1}&limit=1",
+}
+
+
+@pytest.mark.parametrize("spoil", SPOILERS)
+@pytest.mark.parametrize("listing", RUN_LISTS)
+def test_a_spoilt_cursor_on_a_test_run_list_is_invalid_never_a_crash(
+    api, unchanged, test_runs, spoil, listing
+):
+    url = RUN_LISTS[listing].format_map(test_runs)
+    cursor = first_cursor(api, url)
+    spoilt = quote(SPOILERS[spoil](cursor), safe="", errors="surrogatepass")
+    with unchanged():
+        resp = api.get(f"{url}&cursor={spoilt}")
+    assert resp.status_code == 400, resp.get_data(as_text=True)[:300]
+    err = error_of(resp)
+    assert (err["code"], err["details"]["reason"]) == ("bad-input", "cursor-invalid")
+
+
+@pytest.mark.parametrize(
+    ("listing", "elsewhere"),
+    [
+        ("the runner's cases", f"{TR}/{{done}}/cases?limit=1"),  # another run
+        ("the runner's cases", f"{TR}/{{open}}/cases?limit=1&awaiting=true"),  # another filter
+        ("results", f"{TR}/{{done}}/results?limit=1&outcome=pass"),
+        ("results", f"{TR}/{{done}}/results?limit=1&part=items"),
+        ("a comparison", f"{TR}/{{done}}/compare/{{open}}?limit=1"),  # the runs swapped
+        ("a comparison", f"{TR}/{{open}}/compare/{{done}}?limit=1&change=errored"),
+        ("a diff", f"{TS}/versions/v1/diff/v2?projectId={P1}&limit=1"),
+        ("a diff", f"{TS}/versions/v2/diff/v1?projectId={P1}&limit=1&change=added"),
+        ("the runner's cases", f"{TR}/{{open}}/results?limit=1"),  # another list
+        ("the versions", f"{TR}?projectId={P1}&limit=1"),
+    ],
+)
+def test_a_cursor_of_another_test_run_list_is_a_mismatch(api, unchanged, test_runs, listing,
+                                                         elsewhere):  # fmt: skip
+    cursor = first_cursor(api, RUN_LISTS[listing].format_map(test_runs))
+    with unchanged():
+        resp = api.get(f"{elsewhere.format_map(test_runs)}&cursor={quote(cursor)}")
+    assert resp.status_code == 400, resp.get_data(as_text=True)[:300]
+    err = error_of(resp)
+    assert (err["code"], err["details"]["reason"]) == ("bad-input", "cursor-mismatch"), err
+
+
+PAST_A_DOUBLE = {
+    # (path, JSON text with a number no double holds, the field it is in)
+    "a result's output": (
+        RESULTS, '{"results": [{"caseId": "case-2", "output": {"n": 1e400}, "calls": []}]}',
+        "results.0.output"),
+    "a result's ranked keys": (
+        RESULTS, '{"results": [{"caseId": "case-2", "output": {}, "calls": [], '
+        '"ranked": [-1e400]}]}', "results.0.ranked"),
+    "a result's call args": (
+        RESULTS, '{"results": [{"caseId": "cor-1", "output": {}, '
+        '"calls": [{"tool": "lookup", "args": {"n": 1e400}}]}]}', "results.0.calls"),
+    "a recorded run's output": (
+        f"/v1/agents/{AGENT}/runs",
+        f'{{"projectId": "{P1}", "version": "1", "status": "finished", "output": [1e999]}}',
+        "output"),
+}  # fmt: skip
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="app bug: JSON's 1e400 parses as infinity and is taken; SQLite keeps it as null, "
+    "PostgreSQL refuses the insert (500 internal). metadata and itemsThreshold refuse it (400).",
+)
+@pytest.mark.parametrize("name", PAST_A_DOUBLE)
+def test_a_number_past_a_double_in_free_json_is_bad_input_never_kept_as_null_or_a_500(
+    api, unchanged, test_runs, name
+):
+    """A number no double can hold is refused, as metadata refuses it, rather than kept as
+    something else than was sent (null) or failing the write."""
+    path, raw, field = PAST_A_DOUBLE[name]
+    with unchanged():
+        resp = send_as_admin(api, path, raw, test_runs)
+    assert resp.status_code == 400, resp.get_data(as_text=True)[:300]
+    err = error_of(resp)
+    assert err["code"] == "bad-input", err
+    assert any(f.startswith(field) for f in err["details"]["fields"]), err
+
+
+NOT_IN_XML = {
+    # (where, text XML 1.0 can't carry: control characters but tab and newlines, U+FFFE, U+FFFF)
+    "a candidate with an escape sequence": ("candidate", "2.0 \x1b[31mred"),
+    "an error with a backspace": ("error", "crashed\x08"),
+    "an error with a form feed": ("error", "page\x0cbreak"),
+    "an error with U+FFFF": ("error", "not a character \uffff"),
+}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ElementTree.ParseError,
+    reason="app bug: the JUnit report writes the candidate and error texts as they are "
+    "(quoteattr escapes only &, <, >, quotes and newlines), so it is not well-formed XML",
+)
+@pytest.mark.parametrize("name", NOT_IN_XML)
+def test_text_xml_cannot_carry_is_refused_or_the_junit_report_stays_well_formed(api, name):
+    where, text = NOT_IN_XML[name]
+    started = api.post(TR, json=start_body(**({"candidate": text} if where == "candidate" else {})))
+    if started.status_code == 400:
+        return  # refused as it came in: fine
+    assert started.status_code == 201, started.get_json()
+    run = started.get_json()["id"]
+    if where == "error":
+        sent = api.post(f"{TR}/{run}/results", json=results({"caseId": "case-2", "error": text}))
+        if sent.status_code == 400:
+            return
+        assert sent.status_code == 200, sent.get_json()
+    report = api.get(f"{TR}/{run}/report.xml")
+    assert report.status_code == 200 and report.mimetype == "application/xml"
+    suite = ElementTree.fromstring(report.get_data())
+    assert len(suite.findall("testcase")) == 2  # case-2 and cor-1
+
+
 # ---------------------------------------------------------------- bodies over the limit, live
 
 
@@ -378,18 +789,49 @@ WRITES = {
                             {"status": "fixed"}),
     "make a token": ("POST", "/v1/tokens", {"name": "t"}),
     "revoke a token": ("DELETE", "/v1/tokens/tok-expired", None),
+    # on `test_runs`' runs (§9.2)
+    "start a test run": ("POST", TR, start_body()),
+    "send results": ("POST", RESULTS, results(result(), result("cor-1", error="x"))),
+    "finish a test run": ("POST", FINISH, {}),
+    "cancel a test run": ("POST", CANCEL, {}),
 }  # fmt: skip
+
+
+def write_of(request, name: str) -> tuple[str, str, Any]:
+    """WRITES[name], its path naming `test_runs`' runs where it names one."""
+    method, path, body = WRITES[name]
+    if "{" in path:
+        path = path.format_map(request.getfixturevalue("test_runs"))
+    return method, path, body
+
+
+@contextmanager
+def writes_locked(url: str) -> Iterator[None]:
+    """`write_lock`, with the test runs' tables locked too on PostgreSQL (its list of tables
+    predates them; on SQLite the lock is the whole database's)."""
+    with write_lock(url):
+        if ENGINE == "sqlite":
+            yield
+            return
+        conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+        with psycopg.connect(conninfo) as pg:
+            pg.execute("LOCK TABLE test_set_changes, test_set_versions, version_members, "
+                       "test_runs, test_run_cases IN EXCLUSIVE MODE")  # fmt: skip
+            try:
+                yield
+            finally:
+                pg.rollback()
 
 
 @pytest.mark.parametrize("write", WRITES)
 def test_a_write_lock_held_past_the_busy_timeout_is_503_busy_then_the_retry_succeeds(
-    app, other_app, write
+    app, other_app, request, write
 ):
     client = other_app(DB_BUSY_TIMEOUT_MS=300).test_client()
-    method, path, body = WRITES[write]
+    method, path, body = write_of(request, write)
     headers = {**ADMIN, "Idempotency-Key": f"k-busy-{write}"}
     before = snapshot_db(app)
-    with write_lock(app.config["SQLALCHEMY_DATABASE_URI"]):
+    with writes_locked(app.config["SQLALCHEMY_DATABASE_URI"]):
         started = time.monotonic()
         resp = client.open(path, method=method, json=body, headers=headers)
         waited = time.monotonic() - started
@@ -469,13 +911,22 @@ DEATHS = {
     "recording a run, at its commit": ("record a run", "COMMIT"),
     "making a token, at its insert": ("make a token", "INSERT INTO TOKENS"),
     "changing a correction, at its row lock": ("change a correction", "SELECT CASES"),
-}
+    "starting a test run, at its cases' insert": ("start a test run",
+                                                  "INSERT INTO TEST_RUN_CASES"),
+    "starting a test run, at its commit": ("start a test run", "COMMIT"),
+    "sending results, at the results' update": ("send results", "UPDATE TEST_RUN_CASES"),
+    "sending results, at the run's row lock": ("send results", "SELECT TEST_RUNS"),
+    "finishing a test run, at the run's update": ("finish a test run", "UPDATE TEST_RUNS"),
+    "cancelling a test run, at its commit": ("cancel a test run", "COMMIT"),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("death", DEATHS)
-def test_the_database_going_away_mid_request_is_an_envelope_with_no_partial_write(app, death):
+def test_the_database_going_away_mid_request_is_an_envelope_with_no_partial_write(
+    app, request, death
+):
     write, when = DEATHS[death]
-    method, path, body = WRITES[write]
+    method, path, body = write_of(request, write)
     client = app.test_client()
     headers = {**ADMIN, "Idempotency-Key": f"k-gone-{write}"}
     before = snapshot_db(app)
