@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
 SKIPPED = ("ungraded", "pending", "awaiting")
+# What XML 1.0 can't carry: control characters but tab and the newlines, and U+FFFE/U+FFFF
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _attr(text: str) -> str:
+    """`text` as a quoted XML attribute, what XML can't carry shown as U+FFFD."""
+    return quoteattr(NOT_XML.sub("\ufffd", text))
 
 
 def explain(parts: dict[str, Any] | None) -> str:
@@ -36,16 +44,16 @@ def junit(view: Any, rows: Iterable[tuple[str, str, str | None, Any]]) -> Iterat
     skipped = sum(cases[o] for o in SKIPPED)
     yield '<?xml version="1.0" encoding="UTF-8"?>\n'
     yield (
-        f'<testsuite name={quoteattr(f"{run.id} ({run.candidate})")} tests="{cases["total"]}"'
+        f'<testsuite name={_attr(f"{run.id} ({run.candidate})")} tests="{cases["total"]}"'
         f' failures="{cases["fail"]}" errors="{cases["error"]}" skipped="{skipped}">\n'
     )
-    classname = quoteattr(view.test_set_id)
+    classname = _attr(view.test_set_id)
     for case_id, outcome, reason, parts in rows:
-        yield f"  <testcase classname={classname} name={quoteattr(case_id)}"
+        yield f"  <testcase classname={classname} name={_attr(case_id)}"
         if outcome == "pass":
             yield "/>\n"
             continue
-        text = quoteattr(reason or explain(parts) or outcome)
+        text = _attr(reason or explain(parts) or outcome)
         tag = {"fail": "failure", "error": "error"}.get(outcome, "skipped")
         yield f"><{tag} message={text}/></testcase>\n"
     yield "</testsuite>\n"

@@ -445,13 +445,6 @@ NAMED_AFTER_THE_RUN = {
 }  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="app: 403 read:P1 first (the grants are checked once the run or project is found, "
-    "before the version, other run or case the path names); docs/design.md §2 puts every 404 "
-    "of what the request names before the grants",
-)
 @pytest.mark.parametrize("named", NAMED_AFTER_THE_RUN)
 def test_what_a_path_names_is_404_before_the_grants_as_design_section_2_orders(app, runs, named):
     path, want = NAMED_AFTER_THE_RUN[named]

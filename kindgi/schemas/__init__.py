@@ -7,6 +7,7 @@ generate the OpenAPI document. Schemas check shape and limits; rules that need t
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -123,7 +124,10 @@ def _nonempty_max(n: int) -> validate.Length:
 
 
 def _unstorable(data: Any, path: str = "") -> dict[str, list[str]]:
-    """Text no database can store: NUL characters and lone surrogates, anywhere in `data`."""
+    """What no database can store, anywhere in `data`: NUL characters and lone surrogates in
+    text, and numbers past a double (JSON's 1e400 reads as infinity)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return {path or "_body": ["A number too large to store (past a double)."]}
     if isinstance(data, str):
         try:
             data.encode("utf-8")

@@ -106,8 +106,10 @@ class ResultIn(StrictSchema):
     caseId = fields.String(required=True, validate=_nonempty_max(64))
     output = fields.Raw(allow_none=True, metadata={"description": "The candidate's output."})
     calls = fields.List(fields.Nested(ToolCall), validate=validate.Length(max=1000))
+    # any JSON value: one that is no key (null, an object without key or id) grades the items
+    # part `no-ranked-list`, as the answer says
     ranked = fields.List(
-        fields.Raw(),
+        fields.Raw(allow_none=True),
         validate=validate.Length(max=1000),
         metadata={"description": "The candidate's ranked item keys, when it has them."},
     )

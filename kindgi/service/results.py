@@ -24,6 +24,7 @@ from ..errors import (
 )
 from ..models import Case, RunCase, Snapshot, TestRun
 from . import judging
+from .access import find_agent, require
 from .common import sql
 from .identity import Principal
 from .paging import Page, after_id, id_page
@@ -242,7 +243,8 @@ class ResultView:
 
 
 def get_result(caller: Principal, agent_id: str, run_id: str, case_id: str) -> ResultView:
-    _, run = run_to_read(caller, agent_id, run_id)
+    agent = find_agent(caller, agent_id)
+    run = find_run(caller, agent, run_id)
     found = db.session.execute(
         select(RunCase, Case, Snapshot)
         .join(Case, Case.id == RunCase.case_id)
@@ -251,6 +253,7 @@ def get_result(caller: Principal, agent_id: str, run_id: str, case_id: str) -> R
     ).first()
     if found is None:
         raise CaseNotFound()
+    require(caller, "read", agent, run.project_id)  # what the path names: 404 before 403
     return ResultView(*found)
 
 
@@ -294,8 +297,10 @@ def compare(
     """Run `run_id` (the candidate) against `other_id` (the baseline), paired by case id: a
     page of pairs with their change, the counts of every change (never filtered), and the
     exact McNemar p-value of regressed against fixed."""
-    agent, run = run_to_read(caller, agent_id, run_id)
-    other = find_run(caller, agent, other_id)
+    agent = find_agent(caller, agent_id)
+    run = find_run(caller, agent, run_id)
+    other = find_run(caller, agent, other_id)  # what the path names: 404 before 403
+    require(caller, "read", agent, run.project_id)
     if other.project_id != run.project_id:
         raise TestRunsNotComparable(details={"testRunId": other_id})
     counts = (

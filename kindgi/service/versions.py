@@ -15,7 +15,7 @@ from sqlalchemy import Select, bindparam, func, literal, select
 from ..database import db
 from ..errors import VersionNotFound
 from ..models import Case, Tally, TestSetChanges, TestSetVersion, VersionMember
-from .access import AgentRef, readable
+from .access import AgentRef, readable, scope
 from .common import clock, dialect, insert_for, sql
 from .identity import Principal
 from .paging import Page, after_id, id_page, keyset_page
@@ -194,9 +194,10 @@ def diff_versions(
 ) -> VersionDiff:
     """Cases added in `version` since `other` and removed from it, by case id, a page at a
     time; the counts are never filtered."""
-    agent, _ = readable(caller, agent_id, project_id)
-    mine = find_version(agent.pk, project_id, version)
+    agent, grants = scope(caller, agent_id, project_id)
+    mine = find_version(agent.pk, project_id, version)  # what the path names: 404 before 403
     theirs = find_version(agent.pk, project_id, other)
+    grants.require("read", agent, project_id)
     added, removed = _only_in(mine.pk, theirs.pk), _only_in(theirs.pk, mine.pk)
     counts = [
         sql().execute(select(func.count()).select_from(q.subquery())).scalar_one()
