@@ -44,6 +44,9 @@ sys.path.insert(0, str(ROOT))
 
 from kindgi import demo  # noqa: E402  (the demo's agent and project ids)
 
+sys.path.insert(0, str(ROOT / "tests"))
+from fake_judge import Reply, fake_judge  # noqa: E402  (the tests' stand-in for a model)
+
 SIZES = (1_000, 100_000, 1_000_000)
 DEEP = 40_000  # how deep the deep page's cursor is, where the set has that many cases
 AGENT = demo.AGENTS[0][0]
@@ -78,6 +81,9 @@ MEASURES = (FIRST, DEEP_PAGE, COUNTS, ONE, HTML, RAW, RUN, RESULTS, RESULTS_DEEP
 SENDERS, BATCH, SENT = 4, 500, 100_000  # clients sending results at once, a batch, results sent
 CI_CASES = 30_000  # a demo whose demo.drafting test set in PROJECT has 10,000 cases
 KINDGI = Path(sys.executable).parent / "kindgi"  # the console script
+JUDGE_DELAY, JUDGE_CONCURRENCY = 0.2, 8  # the stub judge's answer time; calls in flight
+JUDGE_RUN, JUDGE_RATE, JUDGE_SMOKE = 10_000, 2_000, 40  # answer cases graded by the judge
+REDIS = "redis://127.0.0.1:6379/0"
 
 
 def log(message: str) -> None:
@@ -556,6 +562,90 @@ def measure_ci(target: Target, token: str, protocol: str, results: Results) -> N
         f"in {took:.1f} s")  # fmt: skip
 
 
+def measure_judge(
+    target: Target,
+    token: str,
+    backend: str,
+    queue_url: str | None,
+    answers: int,
+    args: argparse.Namespace,
+    results: Results,
+) -> None:
+    """A run whose `answers` answer cases wait for a stub judge (200 ms a call) through the
+    queue, graded by one `flask kindgi worker` with 8 threads: verdicts a second, from the
+    first result sent to the run's `done`, and how long `done` came after the last result."""
+    engine = target.db.engine
+    env = {
+        "KINDGI_SQLALCHEMY_DATABASE_URI": target.db.url,
+        "KINDGI_SECRET_KEY": SECRET,
+        "KINDGI_JUDGE_MODEL": "bench-judge",
+        "KINDGI_JUDGE_CONCURRENCY": str(JUDGE_CONCURRENCY),
+        "KINDGI_QUEUE_NAME": f"bench-{os.getpid()}-{backend}",
+        **({"KINDGI_QUEUE_URL": queue_url} if queue_url else {}),
+    }
+    with fake_judge(lambda _: Reply(delay=JUDGE_DELAY)) as stub:
+        env["KINDGI_JUDGE_URL"] = stub.url
+        name = f"{engine}-judge-{backend}"
+        app = Server("app:app", env, "KINDGI_JUDGE_URL=$STUB …", args.workdir, name)
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "flask", "--app", "app", "kindgi", "worker"],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdout=(args.workdir / f"{name}-worker.log").open("w"),
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            app.wait("/v1/openapi.json")
+            http = requests.Session()
+            http.headers["Authorization"] = f"Bearer {token}"
+            runs = f"{app.base}/v1/agents/{AGENT}/test-runs"
+            run = http.post(runs, json={"projectId": PROJECT, "candidate": f"judged-{backend}"})
+            run.raise_for_status()
+            run_id = run.json()["id"]
+            ids, cursor = [], None
+            while len(ids) < answers:
+                query = f"?limit=500{f'&cursor={cursor}' if cursor else ''}"
+                page = http.get(f"{runs}/{run_id}/cases{query}", timeout=60).json()
+                ids += [row["caseId"] for row in page["data"] if "answer" in row["parts"]]
+                cursor = page.get("nextCursor")
+                if not cursor:
+                    break
+            ids = ids[:answers]
+            started = time.monotonic()
+            for at in range(0, len(ids), BATCH):
+                batch = [
+                    {"caseId": i, "output": {"answer": f"{run_id} on {i}"}, "calls": []}
+                    for i in ids[at : at + BATCH]
+                ]
+                http.post(f"{runs}/{run_id}/results", json={"results": batch}).raise_for_status()
+            http.post(f"{runs}/{run_id}/finish", json={}).raise_for_status()
+            last = time.monotonic()
+            while http.get(f"{runs}/{run_id}", timeout=60).json()["status"] != "done":
+                if time.monotonic() - last > 1800:
+                    raise SystemExit(f"the judge's run on {backend} is not done after 30 min")
+                time.sleep(0.2)
+            done = time.monotonic()
+        finally:
+            worker.terminate()
+            worker.wait(timeout=30)
+            app.stop()
+        asked = len(stub.asked)
+    results.figures.append(
+        Figure(
+            engine,
+            f"judge verdicts, {backend} queue",
+            target.db.cases,
+            f"{len(ids):,} answer cases judged by a stub answering in {JUDGE_DELAY * 1000:.0f} ms "
+            f"(KINDGI_JUDGE_CONCURRENCY={JUDGE_CONCURRENCY}), one `flask kindgi worker`"
+            + (f", KINDGI_QUEUE_URL={queue_url}" if queue_url else ""),
+            value=asked / (done - started),
+            unit=f"verdicts/s ({asked:,} verdicts for {len(ids):,} answer cases; done "
+            f"{done - last:.1f} s after the last result)",
+        )
+    )
+    log(f"{engine} judge on {backend}: {asked:,} verdicts in {done - started:.1f} s")
+
+
 def result_of(case_id: str) -> dict[str, Any]:
     """A candidate's result, the same for every case (grading differs by the expectation)."""
     return {
@@ -720,6 +810,15 @@ def run_engine(engine: str, args: argparse.Namespace, results: Results) -> None:
                 results.servers.append(ci_app.command)
                 ci_app.wait("/v1/openapi.json")
                 ci_target = Target(ci_db, ci_app, ci_app)
+            biggest = targets[-1]
+            token = creds[biggest.db.cases]["token"]
+            if args.smoke:
+                measure_judge(biggest, token, "database", None, JUDGE_SMOKE, args, results)
+            else:
+                answers = JUDGE_RUN if engine == "sqlite" else JUDGE_RATE
+                measure_judge(biggest, token, "database", None, answers, args, results)
+                if engine == "sqlite":
+                    measure_judge(biggest, token, "Redis", REDIS, JUDGE_RATE, args, results)
             measure_ci(ci_target, creds[ci_target.db.cases]["token"], "jsonl", results)
             measure_ci(smallest, creds[smallest.db.cases]["token"], "exec", results)
             for target in targets:
@@ -811,6 +910,14 @@ def judge(results: Results, engines: list[str], sizes: list[int]) -> list[Bar]:
     )  # fmt: skip
     values = {}
     for engine in engines:
+        for backend in ("database", "Redis"):
+            f = results.get(engine, f"judge verdicts, {backend} queue", big)
+            if f:
+                values[f"{engine}-{backend}"] = (f"{f.value:.1f} {f.unit}", f.value >= 32)
+    bars.append(Bar("judge verdicts/s (stub 200 ms, concurrency 8), each queue", "≥ 32/s",
+                    {e: v for e, v in _by_engine(values, engines).items()}))  # fmt: skip
+    values = {}
+    for engine in engines:
         ci = results.get(engine, "kindgi test-run, jsonl, 4 jobs", CI_CASES)
         if ci:  # the issue sets this bar on SQLite; PostgreSQL's is reported
             values[engine] = (
@@ -848,6 +955,17 @@ def judge(results: Results, engines: list[str], sizes: list[int]) -> list[Bar]:
         )
     )
     return bars
+
+
+def _by_engine(values: dict[str, tuple[str, bool]], engines: list[str]) -> dict[str, Any]:
+    """Figures keyed engine-backend into one cell per engine."""
+    out = {}
+    for engine in engines:
+        cells = [(k.split("-", 1)[1], v) for k, v in values.items() if k.startswith(engine)]
+        if cells:
+            text = "; ".join(f"{backend} queue {got}" for backend, (got, _) in cells)
+            out[engine] = (text, all(met for _, (_, met) in cells))
+    return out
 
 
 # ---------------------------------------------------------------- the report

@@ -123,8 +123,9 @@ def worker_command(threads: int | None) -> None:
     huey = queue.queue()
     waiting = judging.requeue(leased_too=True)
     click.echo(f"the judge's workers: {waiting} questions queued again", err=True)
-    workers = threads or current_app.config["JUDGE_CONCURRENCY"]
-    huey.create_consumer(workers=workers, worker_type="thread", periodic=True).run()
+    workers = threads or int(current_app.config["JUDGE_CONCURRENCY"]) + 2
+    # an idle thread looks again within a second, not the 10 s huey waits by default
+    huey.create_consumer(workers=workers, worker_type="thread", periodic=True, max_delay=1.0).run()
 
 
 def register(app: Flask) -> None:

@@ -39,6 +39,9 @@ class FakeJudge:
 def _handler(judge: FakeJudge) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # headers and body go in two writes: without TCP_NODELAY, Nagle's algorithm and the
+        # client's delayed ACK hold the body back 40 ms, as no real model server does
+        disable_nagle_algorithm = True
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))

@@ -29,6 +29,9 @@ MEASURES = (
     "freeze",
     "freeze again, unchanged",
     "send 316 results",
+    "judge verdicts, database queue",
+    "kindgi test-run, jsonl, 4 jobs",
+    "kindgi test-run, exec, 4 jobs",
     "peak RSS per worker",
 )
 
