@@ -787,6 +787,8 @@ def run_engine(engine: str, args: argparse.Namespace, results: Results) -> None:
                 target.raw.wait(f"/cases?agent=1&project={PROJECT}")
                 prepare(target, creds[target.db.cases])
                 prepare_runs(target, creds[target.db.cases], results)
+            # exec starts a process a case: on the smallest set, before adding cases grows it
+            measure_ci(targets[0], creds[targets[0].db.cases]["token"], "exec", results)
             rounds: dict[tuple[str, int], list[dict[str, Any]]] = {}
             for group in (MEASURES[:-1], MEASURES[-1:]):  # adding cases last: it grows the sets
                 for n in range(args.rounds):
@@ -820,7 +822,6 @@ def run_engine(engine: str, args: argparse.Namespace, results: Results) -> None:
                 if engine == "sqlite":
                     measure_judge(biggest, token, "Redis", REDIS, JUDGE_RATE, args, results)
             measure_ci(ci_target, creds[ci_target.db.cases]["token"], "jsonl", results)
-            measure_ci(smallest, creds[smallest.db.cases]["token"], "exec", results)
             for target in targets:
                 results.figures.append(
                     Figure(

@@ -15,6 +15,7 @@ from flask_migrate import upgrade
 from sqlalchemy import select
 
 from . import demo, service, world
+from .config import API_PREFIX
 from .database import commit, db, set_writing
 from .models import Case, Tenant, User
 
@@ -98,9 +99,9 @@ Sign in at {url}/login as {demo.EMAIL} with password {password}
 Try the API:
   export TOKEN={token}
   curl -s -H "Authorization: Bearer $TOKEN" \\
-    '{url}/v1/agents/{agent_id}/test-set?projectId={projects[0]}'
+    '{url}{API_PREFIX}/agents/{agent_id}/test-set?projectId={projects[0]}'
   curl -s -H "Authorization: Bearer $TOKEN" \\
-    '{url}/v1/agents/{agent_id}/test-set/cases?projectId={projects[0]}&limit=2'
+    '{url}{API_PREFIX}/agents/{agent_id}/test-set/cases?projectId={projects[0]}&limit=2'
 """.rstrip(),
         file=sys.stdout,
     )

@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx
 
+from ..config import API_PREFIX
+
 RETRY_STATUSES = {503}
 RETRY_CODES = {"idempotency-key-in-flight", "database-busy"}
 
@@ -69,7 +71,7 @@ class Client:
             raise Refused(resp.status_code, error)
 
     def agent_path(self, rest: str) -> str:
-        return f"/v1/agents/{self.agent}/{rest}"
+        return f"{API_PREFIX}/agents/{self.agent}/{rest}"
 
     def pages(self, path: str, **params: Any) -> Iterator[dict[str, Any]]:
         """Every row of a paged list."""

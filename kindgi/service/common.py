@@ -60,3 +60,11 @@ def judge_settings() -> judge.Settings | None:
         tries=int(config["JUDGE_TRIES"]),
         concurrency=int(config["JUDGE_CONCURRENCY"]),
     )
+
+
+def bulk() -> None:
+    """This transaction's next statements may copy a whole test set: on PostgreSQL they get
+    `KINDGI_DB_BULK_STATEMENT_TIMEOUT_MS`, not the usual statement timeout."""
+    if dialect() == "postgresql":
+        ms = int(current_app.config["DB_BULK_STATEMENT_TIMEOUT_MS"])
+        sql().exec_driver_sql(f"SET LOCAL statement_timeout = {ms}")

@@ -16,7 +16,7 @@ from ..database import db
 from ..errors import VersionNotFound
 from ..models import Case, Tally, TestSetChanges, TestSetVersion, VersionMember
 from .access import AgentRef, readable, scope
-from .common import clock, dialect, insert_for, sql
+from .common import bulk, clock, dialect, insert_for, sql
 from .identity import Principal
 from .paging import Page, after_id, id_page, keyset_page
 
@@ -79,6 +79,7 @@ def freeze(caller: Principal, agent: AgentRef, project_id: str) -> TestSetVersio
     )
     db.session.add(version)
     db.session.flush()
+    bulk()
     active = select(literal(version.pk), Case.id, Case.expert).where(
         Case.agent_pk == agent.pk,
         Case.project_id == project_id,
