@@ -24,7 +24,7 @@ from ..errors import (
 )
 from ..models import Case, RunCase, Snapshot, TestRun, VersionMember
 from .access import AgentRef, find_agent, readable, require, scope
-from .common import bulk, clock, judge_settings, new_id, sql
+from .common import analyze, bulk, clock, judge_settings, new_id, sql
 from .identity import Principal
 from .paging import Page, after_id, id_page, keyset_page, newest_first
 from .versions import freeze, test_set_id
@@ -174,6 +174,7 @@ def start_test_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> Ru
     )
     if not total:
         raise NothingToGrade()
+    analyze(RunCase.__table__, total)
     tallies = new_tallies(total)
     judged = judge_settings()
     if judged is not None:

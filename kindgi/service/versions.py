@@ -16,7 +16,7 @@ from ..database import db
 from ..errors import VersionNotFound
 from ..models import Case, Tally, TestSetChanges, TestSetVersion, VersionMember
 from .access import AgentRef, readable, scope
-from .common import bulk, clock, dialect, insert_for, sql
+from .common import analyze, bulk, clock, dialect, insert_for, sql
 from .identity import Principal
 from .paging import Page, after_id, id_page, keyset_page
 
@@ -90,6 +90,7 @@ def freeze(caller: Principal, agent: AgentRef, project_id: str) -> TestSetVersio
         VersionMember.__table__.insert().from_select(["version_pk", "case_id", "expert"], active)
     )
     version.total, version.expert = sql().execute(_ACTIVE_COUNTS, params).one()
+    analyze(VersionMember.__table__, version.total)
     db.session.flush()
     return version
 
