@@ -31,6 +31,17 @@ from dataclasses import dataclass
 from typing import Any
 
 PART_OUTCOMES = ("pass", "fail", "error", "pending", "ungraded")
+# How a case changed between a baseline run and a candidate run (`compare_change`)
+CHANGES = (
+    "regressed",
+    "fixed",
+    "still-failing",
+    "still-passing",
+    "new",
+    "gone",
+    "errored",
+    "ungraded",
+)
 NO_RANKED_LIST = "no-ranked-list"
 NO_RESULT = "no-result"  # a case the run finished without a result for
 NO_JUDGE = "no judge is configured"

@@ -9,6 +9,7 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
+from ..grading import CHANGES
 from ..judge import PROMPT_VERSION
 from . import (
     Actor,
@@ -29,16 +30,6 @@ from . import (
 )
 
 CASE_OUTCOMES = ("pass", "fail", "error", "pending", "ungraded")
-CHANGES = (
-    "regressed",
-    "fixed",
-    "still-failing",
-    "still-passing",
-    "new",
-    "gone",
-    "errored",
-    "ungraded",
-)
 PARTS = ("decisions", "answer", "items")
 
 

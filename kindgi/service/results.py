@@ -22,13 +22,14 @@ from ..errors import (
     TestRunsNotComparable,
     bad_input,
 )
+from ..grading import CHANGES
 from ..models import Case, RunCase, Snapshot, TestRun
 from . import judging
 from .access import find_agent, require
 from .common import sql
 from .identity import Principal
 from .paging import Page, after_id, id_page
-from .test_runs import CHANGES, RunView, find_run, run_to_change, run_to_read, settle
+from .test_runs import RunView, find_run, run_to_change, run_to_read, settle
 
 RESULT_FIELDS = ("output", "calls", "ranked", "error")
 

@@ -22,6 +22,7 @@ from ..errors import (
     TestRunNotFound,
     TestRunsNotComparable,
 )
+from ..grading import CHANGES
 from ..models import Case, RunCase, Snapshot, TestRun, VersionMember
 from .access import AgentRef, find_agent, readable, require, scope
 from .common import analyze, bulk, clock, judge_settings, new_id, sql
@@ -35,16 +36,6 @@ PART_OUTCOMES = {
     "answer": ("pass", "fail", "error", "pending", "ungraded"),
     "items": ("pass", "fail", "error"),
 }
-CHANGES = (
-    "regressed",
-    "fixed",
-    "still-failing",
-    "still-passing",
-    "new",
-    "gone",
-    "errored",
-    "ungraded",
-)
 
 
 @dataclass
