@@ -190,11 +190,14 @@ class _WriterTurns:
     def take(self) -> None:
         if self.path is None or getattr(self.mine, "turn", False):
             return
-        if self.pid != os.getpid():  # opened after the fork, so each worker has its own
-            self.fd, self.pid = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600), os.getpid()
         deadline = time.monotonic() + self.timeout_s
         if not self.mutex.acquire(timeout=self.timeout_s):
             return
+        # Opened after the fork, so each process has its own; and under the mutex, or two
+        # threads at a process's first write each open one, the lock taken on the first is
+        # never given back, and every later writer waits out its timeout
+        if self.pid != os.getpid():
+            self.fd, self.pid = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600), os.getpid()
         while True:
             try:
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
