@@ -11,6 +11,7 @@ service stores and caches what this returns.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import threading
 import time
@@ -18,7 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import openai
 import rfc8785
 
 PROMPT_VERSION = "answer-1"
@@ -98,6 +98,9 @@ class Judge:
 
     def __init__(self, settings: Settings, sleep: Callable[[float], None] = time.sleep) -> None:
         self.settings, self.sleep = settings, sleep
+        # imported here, in the workers: the openai package (and pydantic) nearly doubles a
+        # process's objects, which every web worker's garbage collections would walk
+        self.openai = openai = importlib.import_module("openai")
         self.client = openai.OpenAI(
             base_url=settings.url,
             api_key=settings.api_key or "none",  # local servers take any key
@@ -108,7 +111,7 @@ class Judge:
 
     def ask(self, question: Question) -> Verdict:
         """The judge's verdict on one question; `error` with why when there is none."""
-        last = ""
+        openai, last = self.openai, ""
         for attempt in range(self.settings.tries):
             wait = min(2.0**attempt * 0.5, MAX_WAIT_SECONDS)
             try:

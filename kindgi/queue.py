@@ -12,14 +12,16 @@ from pathlib import Path
 from typing import Any
 
 from flask import Flask, current_app
-from huey import Huey, PostgresHuey, RedisHuey, SqliteHuey, crontab
 from sqlalchemy.engine import make_url
 
 log = logging.getLogger("kindgi")
 
 
-def make(app: Flask) -> Huey:
-    """The app's queue, by its configuration, with the judge's tasks registered on it."""
+def make(app: Flask) -> Any:
+    """The app's queue (a `huey.Huey`), by its configuration, with the judge's tasks registered
+    on it. huey (and redis) are imported at the first use, not by every web worker."""
+    from huey import Huey, PostgresHuey, RedisHuey, SqliteHuey, crontab
+
     name, url = app.config["QUEUE_NAME"], app.config["QUEUE_URL"]
     database = make_url(app.config["SQLALCHEMY_DATABASE_URI"])
     if url:
