@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+PARTS = ("decisions", "answer", "items")  # an expectation's parts, in the order graded
 PART_OUTCOMES = ("pass", "fail", "error", "pending", "ungraded")
 # How a case changed between a baseline run and a candidate run (`compare_change`)
 CHANGES = (

@@ -9,7 +9,7 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
-from ..grading import CHANGES
+from ..grading import CHANGES, PARTS
 from ..judge import PROMPT_VERSION
 from . import (
     Actor,
@@ -30,7 +30,6 @@ from . import (
 )
 
 CASE_OUTCOMES = ("pass", "fail", "error", "pending", "ungraded")
-PARTS = ("decisions", "answer", "items")
 
 
 def _listed(allowed: tuple[str, ...]) -> validate.Regexp:

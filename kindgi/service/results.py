@@ -22,7 +22,7 @@ from ..errors import (
     TestRunsNotComparable,
     bad_input,
 )
-from ..grading import CHANGES
+from ..grading import CHANGES, PARTS
 from ..models import Case, RunCase, Snapshot, TestRun
 from . import judging
 from .access import find_agent, require
@@ -145,9 +145,6 @@ def _grade(run: TestRun, new: list[tuple[dict[str, Any], str]]) -> None:
     sql().execute(_SAVE, rows)
     judging.put(run, asked)
     settle(run, tallies)
-
-
-PARTS = ("decisions", "answer", "items")
 
 
 def _count(
