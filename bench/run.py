@@ -77,7 +77,10 @@ RUN, RESULTS, RESULTS_DEEP, COMPARE = (
     "run results deep page (25)",
     "compare first page (25)",
 )
-MEASURES = (FIRST, DEEP_PAGE, COUNTS, ONE, HTML, RAW, RUN, RESULTS, RESULTS_DEEP, COMPARE, ADD)
+QUIET = "list first page (25), metrics off"  # the same request to a server counting nothing
+MEASURES = (
+    FIRST, QUIET, DEEP_PAGE, COUNTS, ONE, HTML, RAW, RUN, RESULTS, RESULTS_DEEP, COMPARE, ADD,
+)  # fmt: skip
 SENDERS, BATCH, SENT = 4, 500, 100_000  # clients sending results at once, a batch, results sent
 CI_CASES = 30_000  # a demo whose demo.drafting test set in PROJECT has 10,000 cases
 KINDGI = Path(sys.executable).parent / "kindgi"  # the console script
@@ -348,10 +351,15 @@ class Target:
     db: Database
     app: Server
     raw: Server
+    quiet: Server | None = None  # the app with KINDGI_METRICS=false
     requests: dict[str, tuple[str, dict[str, str], str | None]] = field(default_factory=dict)
     shown: dict[str, str] = field(default_factory=dict)  # secrets named, e.g. $TOKEN
     depth: int = 0
     run_cases: int = 0  # how many cases the measured test run has
+
+    def server_of(self, what: str) -> Server:
+        """Which of its servers a measure drives."""
+        return self.raw if what == RAW else self.quiet if what == QUIET and self.quiet else self.app
 
 
 def prepare(target: Target, creds: dict[str, str]) -> None:
@@ -417,6 +425,8 @@ def prepare(target: Target, creds: dict[str, str]) -> None:
         RAW: (f"{target.raw.base}/cases?agent=1&project={PROJECT}", {}, None),
         ADD: (f"{v1}/test-set/cases", auth, body),
     }
+    if target.quiet:
+        target.requests[QUIET] = (cases.replace(base, target.quiet.base), auth, None)
     target.shown = {token: "$TOKEN", cookie: "session=$SESSION"}
     if cursor:
         target.shown[cursor] = "$CURSOR"
@@ -562,6 +572,41 @@ def measure_ci(target: Target, token: str, protocol: str, results: Results) -> N
         f"in {took:.1f} s")  # fmt: skip
 
 
+def measure_export(target: Target, token: str, form: str, results: Results) -> None:
+    """Stream the whole test set (retired cases too) as one client would, counting its lines:
+    cases a second, from the request to the last byte."""
+    url = (
+        f"{target.app.base}/v1/agents/{AGENT}/test-set/export?projectId={PROJECT}"
+        f"&include=retired&format={form}"
+    )
+    started = time.monotonic()
+    with requests.get(url, headers={"Authorization": f"Bearer {token}"}, stream=True) as resp:
+        resp.raise_for_status()
+        lines = sum(chunk.count(b"\n") for chunk in resp.iter_content(1 << 16))
+    took = time.monotonic() - started
+    cases = lines if form == "jsonl" else None
+    if cases is None:  # a CSV row may hold newlines inside quotes: count the cases by the API
+        counts = requests.get(
+            f"{target.app.base}/v1/agents/{AGENT}/test-set?projectId={PROJECT}",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=60,
+        ).json()["cases"]
+        cases = counts["active"] + counts["retired"]
+    shown = url.replace(target.app.base, f"http://127.0.0.1:$PORT_{server_no(results, target.app)}")
+    results.figures.append(
+        Figure(
+            target.db.engine,
+            f"export ({form})",
+            target.db.cases,
+            f"curl -H 'Authorization: Bearer $TOKEN' '{shown}' > /dev/null",
+            value=cases / took,
+            unit="cases/s",
+            note=f"{cases:,} cases in {took:.1f} s",
+        )
+    )
+    log(f"{target.db.engine} {target.db.cases:,}: export {form}, {cases:,} cases in {took:.1f} s")
+
+
 def measure_judge(
     target: Target,
     token: str,
@@ -674,7 +719,7 @@ def measure(target: Target, what: str, seconds: int, warmup: int) -> dict[str, A
     """One round of one measure against one size: wrk's results, and the CPU time the server's
     workers spent on it (which other load on the machine moves less than it moves req/s)."""
     url, headers, post = target.requests[what]
-    server = target.raw if what == RAW else target.app
+    server = target.server_of(what)
     if warmup:
         wrk(url, headers, warmup, post)
     cpu = server.cpu_seconds()
@@ -717,7 +762,7 @@ def figure(
     shown = wrk_shown(url, headers, args.seconds, post)
     for secret, name in target.shown.items():
         shown = shown.replace(secret, name)
-    server = target.raw if what == RAW else target.app
+    server = target.server_of(what)
     shown = shown.replace(server.base, f"http://127.0.0.1:$PORT_{server_no(results, server)}")
     requests_ = sum(r["requests"] for r in rounds)
     p50, p99 = percentiles(rounds, 50, 99)
@@ -779,11 +824,19 @@ def run_engine(engine: str, args: argparse.Namespace, results: Results) -> None:
                     args.workdir,
                     name + "-raw",
                 )
-                servers += [app, raw]
-                results.servers += [app.command, raw.command]
-                targets.append(Target(db, app, raw))
+                quiet = Server(
+                    "app:app",
+                    {**env, "KINDGI_METRICS": "false"},
+                    f"KINDGI_METRICS=false KINDGI_SQLALCHEMY_DATABASE_URI={db.shown}",
+                    args.workdir,
+                    name + "-quiet",
+                )
+                servers += [app, raw, quiet]
+                results.servers += [app.command, raw.command, quiet.command]
+                targets.append(Target(db, app, raw, quiet))
             for target in targets:
                 target.app.wait("/v1/openapi.json")
+                target.quiet.wait("/v1/openapi.json")
                 target.raw.wait(f"/cases?agent=1&project={PROJECT}")
                 prepare(target, creds[target.db.cases])
                 prepare_runs(target, creds[target.db.cases], results)
@@ -822,6 +875,8 @@ def run_engine(engine: str, args: argparse.Namespace, results: Results) -> None:
                 if engine == "sqlite":
                     measure_judge(biggest, token, "Redis", REDIS, JUDGE_RATE, args, results)
             measure_ci(ci_target, creds[ci_target.db.cases]["token"], "jsonl", results)
+            for form in ("jsonl", "csv"):
+                measure_export(biggest, token, form, results)
             for target in targets:
                 results.figures.append(
                     Figure(
@@ -932,10 +987,31 @@ def judge(results: Results, engines: list[str], sizes: list[int]) -> list[Bar]:
             values,
         )
     )
+    values = {}
+    for engine in engines:
+        on, off = results.get(engine, FIRST, big), results.get(engine, QUIET, big)
+        if on and off and off.p50_ms:
+            values[engine] = (
+                f"{on.p50_ms / off.p50_ms:.3f} ({on.p50_ms:.2f} ÷ {off.p50_ms:.2f} ms)",
+                on.p50_ms <= 1.05 * off.p50_ms,
+            )
+    bars.append(Bar("list first page p50 at 1M: metrics on ÷ metrics off", "≤ 1.05", values))
+    for form in ("jsonl", "csv"):
+        values = {}
+        for engine in engines:
+            f = results.get(engine, f"export ({form})", big)
+            if f:
+                values[engine] = (f"{f.value:,.0f} cases/s ({f.note})", f.value >= 20_000)
+        bars.append(Bar(f"export the largest test set at 1M, {form}", "≥ 20,000 cases/s", values))
     for what, unit, limit, text in (
         ("freeze", "ms", 20_000, "freeze the largest test set at 1M"),
         ("freeze again, unchanged", "ms", 50, "freeze it again, unchanged, at 1M"),
-        ("peak RSS per worker", "MB", 150, "peak RSS per worker at 1M (sending results too)"),
+        (
+            "peak RSS per worker",
+            "MB",
+            150,
+            "peak RSS per worker at 1M (sending results and exporting too)",
+        ),
         ("build: kindgi demo", "s", 60, "kindgi demo --cases 1000000"),
     ):
         values = {}

@@ -64,10 +64,12 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     with app.app_context():
         install_hooks(db.engine, app.config["DB_BUSY_TIMEOUT_MS"] / 1000)
 
-    from . import api, cli, http, pages, service
+    from . import api, cli, http, ops, pages, service, telemetry
 
     app.json = http.JSONAnswers(app)
     app.session_interface = http.PagesOnlySessions()
+    telemetry.configure_logging(app)
+    telemetry.register(app)  # before the boundary: its answer line sees the final status
     http.register(app)  # first: its hooks run before the extensions' (CSRF's refusal included)
     login_manager.init_app(app)
     login_manager.login_view = "pages.login"
@@ -77,6 +79,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     csrf.exempt(api.bp)  # the API is bearer tokens: no cookie, no CSRF
     app.register_blueprint(api.bp)
     app.register_blueprint(pages.bp)
+    app.register_blueprint(ops.bp)
     pages.register_filters(app)
     cli.register(app)
     return app

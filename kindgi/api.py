@@ -88,6 +88,31 @@ def add_case(agent_id: str):
     )
 
 
+@bp.post("/agents/<agent_id>/test-set/cases/retire")
+def retire_cases(agent_id: str):
+    args = body(schemas.BulkRetireBody)
+    cases = service.retire_cases(
+        g.caller, agent_id, args["projectId"], args["caseIds"], args["reason"]
+    )
+    return jsonify(data=[schemas.case_json(case) for case in cases])
+
+
+@bp.post("/agents/<agent_id>/test-set/cases/restore")
+def restore_cases(agent_id: str):
+    args = body(schemas.BulkRestoreBody)
+    cases = service.restore_cases(g.caller, agent_id, args["projectId"], args["caseIds"])
+    return jsonify(data=[schemas.case_json(case) for case in cases])
+
+
+@bp.get("/agents/<agent_id>/test-set/export")
+def export(agent_id: str):
+    args = query(schemas.ExportQuery)
+    project_id, form = args.pop("projectId"), args.pop("format")
+    rows = service.export_cases(g.caller, agent_id, project_id, **args)
+    stem = "-".join([agent_id, project_id, *([args["version"]] if "version" in args else [])])
+    return http.download(*reports.export(rows, form), stem, form)
+
+
 @bp.get("/agents/<agent_id>/test-set/cases/<case_id>")
 def get_case(agent_id: str, case_id: str):
     view = service.get_case(g.caller, agent_id, case_id)

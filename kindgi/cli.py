@@ -1,4 +1,4 @@
-"""`flask --app app kindgi load FILE.json` and `flask --app app kindgi demo`."""
+"""The operator's commands: `flask --app app kindgi load FILE.json`, `demo`, `export`, `worker`."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from sqlalchemy import select
 from . import demo, service, world
 from .config import API_PREFIX
 from .database import commit, db, set_writing
+from .errors import DomainError
 from .models import Case, Tenant, User
 
 group = AppGroup("kindgi", help="Load worlds and demo data.")
@@ -107,14 +108,57 @@ Try the API:
     )
 
 
+@group.command("export")
+@click.argument("agent_id")
+@click.argument("project_id")
+@click.option("--format", "form", type=click.Choice(["jsonl", "csv"]), default="jsonl")
+@click.option("--include-retired", is_flag=True, help="The retired cases too.")
+@click.option("--version", help="A frozen version's cases (e.g. v3) instead of the live set.")
+@click.option("--tenant", help="The agent's tenant, when several have an agent of that id.")
+def export_command(
+    agent_id: str,
+    project_id: str,
+    form: str,
+    include_retired: bool,
+    version: str | None,
+    tenant: str | None,
+) -> None:
+    """Write a test set's cases to standard output, as JSON lines or CSV (docs/deploy.md)."""
+    from . import reports
+
+    try:
+        caller = service.operator(agent_id, tenant)
+        rows = service.export_cases(
+            caller,
+            agent_id,
+            project_id.lower(),
+            include="retired" if include_retired else None,
+            version=version,
+        )
+    except DomainError as err:
+        said = f" {json.dumps(err.details)}" if err.details else ""
+        raise click.ClickException(f"{err.code}: {err.message}{said}") from None
+    out = sys.stdout.buffer
+    for piece in reports.jsonl(rows) if form == "jsonl" else reports.csv_rows(rows):
+        out.write(piece if isinstance(piece, bytes) else piece.encode())
+    out.flush()
+
+
 @group.command("worker")
 @click.option(
     "--threads", type=int, help="Questions asked at once (default KINDGI_JUDGE_CONCURRENCY)."
 )
-def worker_command(threads: int | None) -> None:
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(1, 65535),
+    help="Serve the workers' metrics (judge calls, latency, cache hits) for Prometheus here.",
+)
+@click.option("--metrics-host", default="127.0.0.1", show_default=True)
+def worker_command(threads: int | None, metrics_port: int | None, metrics_host: str) -> None:
     """Run the judge's workers: queue again what is still pending, then take questions until
     stopped (Ctrl-C or SIGTERM ends them, the current calls first)."""
     from flask import current_app
+    from prometheus_client import start_http_server
 
     from . import queue
     from .service import judging
@@ -122,6 +166,8 @@ def worker_command(threads: int | None) -> None:
     if judging.judge_settings() is None:
         raise click.ClickException("no judge is configured: set KINDGI_JUDGE_URL and _MODEL")
     huey = queue.queue()
+    if metrics_port:
+        start_http_server(metrics_port, addr=metrics_host)
     waiting = judging.requeue(leased_too=True)
     click.echo(f"the judge's workers: {waiting} questions queued again", err=True)
     workers = threads or int(current_app.config["JUDGE_CONCURRENCY"]) + 2

@@ -31,9 +31,17 @@ DEFAULTS: dict[str, Any] = {
     # The judge's task queue: beside the database (SQLite or PostgreSQL), or Redis when named
     "QUEUE_URL": None,  # redis://host:6379/0
     "QUEUE_NAME": "kindgi",
+    # Operating it (docs/deploy.md): /metrics (a bearer token guards it when set), and the logs
+    "METRICS": True,
+    "METRICS_TOKEN": None,
+    "LOG_FORMAT": "text",  # text | json (one JSON object a line)
+    "LOG_LEVEL": "INFO",
 }
+
+# The probes and the metrics: JSON answers, no session, no sign-in
+OPS_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 
 
 def is_api(path: str) -> bool:
-    """Whether a request path is the JSON API's."""
-    return path == API_PREFIX or path.startswith(API_PREFIX + "/")
+    """Whether a request path answers JSON (the API's, or an operator's probe) rather than pages."""
+    return path == API_PREFIX or path.startswith(API_PREFIX + "/") or path in OPS_PATHS

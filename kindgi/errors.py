@@ -127,6 +127,7 @@ def render(err: DomainError) -> tuple[Any, int, dict[str, str]]:
     """The response for a domain error: the JSON envelope under the API's prefix, a page
     elsewhere."""
     headers = dict(err.headers)
+    g.error_code = err.code  # for the request's log line and the metrics
     as_json = is_api(request.path)
     if err.status == 401 and as_json:
         headers.setdefault("WWW-Authenticate", "Bearer")

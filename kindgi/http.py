@@ -11,11 +11,13 @@ so no route may change anything on GET.
 from __future__ import annotations
 
 import logging
+import re
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
-from flask import Flask, Request, Response, current_app, g, request
+from flask import Flask, Request, Response, current_app, g, request, stream_with_context
 from flask.json.provider import DefaultJSONProvider
 from flask.sessions import SecureCookieSessionInterface, SessionMixin
 from werkzeug.exceptions import HTTPException
@@ -90,6 +92,17 @@ def _enforce_body_limit() -> None:
         raise RequestTooLarge(details={"maxBytes": limit})
 
 
+def download(pieces: Iterator[Any], mimetype: str, stem: str, extension: str) -> Response:
+    """A file streamed as it is written (the request's transaction stays open until its end),
+    named for saving."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", stem) + "." + extension
+    return Response(
+        stream_with_context(pieces),
+        mimetype=mimetype,
+        headers={"Content-Disposition": f'attachment; filename="{name}"'},
+    )
+
+
 def _scope() -> str:
     caller = g.get("caller")
     return caller.scope if caller is not None else ""
@@ -114,6 +127,7 @@ def register(app: Flask) -> None:
                 idempotency.settle(_scope(), response)
                 commit()
             except DomainError as err:  # the database could not take the commit: 503 or 500
+                log.warning("the commit failed: %s", err.code)
                 idempotency.release(_scope())
                 response = app.make_response(render(err))
         response.headers["X-Request-Id"] = g.request_id
@@ -131,6 +145,7 @@ def register(app: Flask) -> None:
         if isinstance(exc, HTTPException):
             return render(from_http(exc))
         if is_busy(exc):
+            log.warning("the database was busy: %s", type(exc).__name__)
             return render(DatabaseBusy())
         log.exception("unhandled error in %s %s", request.method, request.path)
         return render(Internal())

@@ -66,7 +66,7 @@ class Operation(NamedTuple):
     query: Any  # the query string's schema
     body: Any  # the request body's schema
     status: int  # the success status
-    answer: Any  # the success answer's schema
+    answer: Any  # the success answer's schema; for a file, a tuple of its media types
     extra: tuple[int, ...]  # error statuses beyond the method's usual ones
 
 
@@ -315,7 +315,37 @@ OPERATIONS: dict[str, Operation] = {
         None,
         None,
         200,
+        ("application/xml",),
+        (),
+    ),
+    "api.retire_cases": Operation(
+        "agentsTestSetRetireCases",
+        "Retire several cases of a test set at once: all of them, or none (404 `case-not-found` "
+        "or 409 `case-retired` with `details.caseIds` naming the cases at fault).",
         None,
+        schemas.BulkRetireBody,
+        200,
+        schemas.CaseList,
+        (),
+    ),
+    "api.restore_cases": Operation(
+        "agentsTestSetRestoreCases",
+        "Restore several retired cases at once: all of them, or none (404 `case-not-found` or "
+        "409 `case-active` with `details.caseIds`).",
+        None,
+        schemas.BulkRestoreBody,
+        200,
+        schemas.CaseList,
+        (),
+    ),
+    "api.export": Operation(
+        "agentsTestSetExport",
+        "The whole test set, streamed: a JSON line a case (the case as listed, plus its run's "
+        "`input`, `output` and `calls`), or CSV with the columns docs/deploy.md lists.",
+        schemas.ExportQuery,
+        None,
+        200,
+        ("application/x-ndjson", "text/csv"),
         (),
     ),
 }
@@ -332,8 +362,8 @@ def _operation(method: str, path: str, operation: Operation) -> dict[str, Any]:
         "X-Request-Id": {"schema": {"type": "string"}, "description": "Server-assigned request id."}
     }
     success: dict[str, Any] = {"description": summary, "headers": request_id}
-    if path.endswith(".xml"):
-        success["content"] = {"application/xml": {"schema": {"type": "string"}}}
+    if isinstance(answer, tuple):  # a file
+        success["content"] = {media: {"schema": {"type": "string"}} for media in answer}
     elif answer is not None:
         success["content"] = {"application/json": {"schema": answer}}
     responses: dict[str, Any] = {str(status): success}

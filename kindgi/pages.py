@@ -25,7 +25,7 @@ from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required, login_user, logout_user
 from jsonpointer import JsonPointerException, resolve_pointer
 
-from . import schemas, service
+from . import http, reports, schemas, service
 from .errors import BadInput, DomainError, TooManyAttempts, bad_input
 
 bp = Blueprint("pages", __name__)
@@ -156,6 +156,59 @@ def _more_url(page: service.Page) -> str | None:
     args = request.args.to_dict()
     args["cursor"] = page.next_cursor
     return f"{request.path}?{urlencode(args)}"
+
+
+@bp.get("/agents/<agent_id>/test-set/export")
+@login_required
+def export(agent_id: str):
+    """The export, for the signed-in expert (the API's takes a bearer token)."""
+    args = schemas.load(schemas.ExportQuery, request.args.to_dict())
+    project_id, form = args.pop("projectId"), args.pop("format")
+    rows = service.export_cases(current_user, agent_id, project_id, **args)
+    return http.download(*reports.export(rows, form), f"{agent_id}-{project_id}", form)
+
+
+@bp.post("/agents/<agent_id>/test-set/cases/bulk")
+@login_required
+def bulk(agent_id: str):
+    """Retire or restore the cases ticked on the cases page, all or none, then back to it."""
+    form = request.form
+    back = _safe_next(form.get("back"))
+    retiring = form.get("action") == "retire"
+    fields = {"projectId": form.get("projectId", ""), "caseIds": form.getlist("caseIds")}
+    if retiring:
+        fields["reason"] = form.get("reason", "").strip()
+    try:
+        if retiring:
+            args = schemas.load(schemas.BulkRetireBody, fields)
+            done = service.retire_cases(
+                current_user, agent_id, args["projectId"], args["caseIds"], args["reason"]
+            )
+        else:
+            args = schemas.load(schemas.BulkRestoreBody, fields)
+            done = service.restore_cases(current_user, agent_id, args["projectId"], args["caseIds"])
+    except DomainError as err:
+        if err.status in (401, 403, 404) and "caseIds" not in (err.details or {}):
+            raise
+        flash(f"Nothing was changed: {_bulk_refusal(err)}")
+        return redirect(back, 303)
+    flash(
+        f"{'Retired' if retiring else 'Restored'} {len(done)} case{'s' if len(done) != 1 else ''}."
+    )
+    return redirect(back, 303)
+
+
+def _bulk_refusal(err: DomainError) -> str:
+    """Why a bulk change was refused, in the page's words."""
+    details = err.details or {}
+    if "caseIds" in details:
+        return f"{err.message} ({', '.join(details['caseIds'])})"
+    fields = details.get("fields", {})
+    if "caseIds" in fields:
+        return "tick at least one case (500 at most)."
+    if "reason" in fields:
+        return "say why the cases are retired."
+    return err.message
 
 
 @bp.get("/agents/<agent_id>/test-set/cases/<case_id>")

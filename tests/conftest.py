@@ -224,3 +224,16 @@ def sign_in(client, email: str, password: str) -> None:
     form = {"email": email, "password": password, "csrf_token": csrf_of(client)}
     resp = client.post("/login", data=form)
     assert resp.status_code == 302, resp.get_data(as_text=True)[:300]
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    """A sample's value in Prometheus' text format (0 when there is none)."""
+    want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        sample, value = line.rsplit(" ", 1)
+        got = re.match(rf"^{re.escape(name)}(?:\{{(.*)\}})?$", sample)
+        if got and ",".join(sorted((got.group(1) or "").split(","))) == want:
+            return float(value)
+    return 0.0

@@ -23,9 +23,10 @@ from contextlib import contextmanager
 
 import pytest
 import redis
-from conftest import AGENT, P1, Api, app_on, ok
+import requests
+from conftest import AGENT, P1, Api, app_on, metric, ok
 from fake_judge import Reply, fake_judge
-from live import ROOT
+from live import ROOT, free_port
 
 RUNS = f"/v1/agents/{AGENT}/test-runs"
 CASES = f"/v1/agents/{AGENT}/test-set/cases"
@@ -69,7 +70,7 @@ def judged(request, databases, tmp_path):
                 "WRONG": ok(api.post(CASES, {"runId": "run-1", "answer": "wrong",
                                              "shouldSay": "Cite clause 9."}), 201)["id"],
             }  # fmt: skip
-            yield api, app, fake, ids, lambda: worker(app, tmp_path)
+            yield api, app, fake, ids, lambda **kw: worker(app, tmp_path, **kw)
         if request.param == "redis":
             client = redis.Redis.from_url(REDIS)
             for key in client.scan_iter(f"*{config['QUEUE_NAME']}*"):
@@ -77,16 +78,19 @@ def judged(request, databases, tmp_path):
 
 
 @contextmanager
-def worker(app, tmp_path) -> Iterator[subprocess.Popen]:
-    """A `flask --app app kindgi worker` process on the app's database and queue."""
+def worker(app, tmp_path, metrics_port: int | None = None) -> Iterator[subprocess.Popen]:
+    """A `flask --app app kindgi worker` process on the app's database and queue (serving its
+    metrics on `metrics_port` when one is given)."""
     env = {**os.environ, "KINDGI_SECRET_KEY": "test-secret"}
     for name in ("SQLALCHEMY_DATABASE_URI", "JUDGE_URL", "JUDGE_MODEL", "JUDGE_TIMEOUT",
                  "JUDGE_TRIES", "QUEUE_URL", "QUEUE_NAME"):  # fmt: skip
         if app.config.get(name) is not None:
             env[f"KINDGI_{name}"] = str(app.config[name])
     log = (tmp_path / f"worker-{uuid.uuid4().hex[:6]}.log").open("w")
+    metrics = ["--metrics-port", str(metrics_port)] if metrics_port else []
     proc = subprocess.Popen(
-        [sys.executable, "-m", "flask", "--app", "app", "kindgi", "worker", "--threads", "4"],
+        [sys.executable, "-m", "flask", "--app", "app", "kindgi", "worker", "--threads", "4",
+         *metrics],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     try:
@@ -164,6 +168,33 @@ def test_the_same_question_is_never_asked_twice_across_runs(judged):
     assert again["status"] == "done"  # every answer known already: no worker needed
     assert len(fake.asked) == asked
     assert again["parts"]["answer"]["pass"] == 2 and again["judge"]["agreement"]["asked"] == 1
+
+
+def test_metrics_count_results_the_queue_the_judges_calls_and_its_cache_hits(judged):
+    api, _, fake, ids, start_worker = judged
+
+    def web(name: str, **labels: str) -> float:
+        return metric(api.client.get("/metrics").get_data(as_text=True), name, **labels)
+
+    received = web("kindgi_test_run_results_total")
+    run = ok(api.post(RUNS, {"projectId": P1, "candidate": "2.0.0"}), 201)
+    body = {"results": results(ids, "Clause 9 applies.", "Use clause 7.")}
+    ok(api.post(f"{RUNS}/{run['id']}/results", body))
+    assert web("kindgi_test_run_results_total") == received + 4
+    assert web("kindgi_judge_questions_waiting") == 3  # two answers and a calibration
+    port = free_port()
+    with start_worker(metrics_port=port):
+        until_done(api, run["id"])
+        scraped = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    by_outcome = {o: metric(scraped, "kindgi_judge_calls_total", outcome=o) for o in
+                  ("pass", "fail", "error")}  # fmt: skip
+    assert sum(by_outcome.values()) == len(fake.asked) == 3 and by_outcome["error"] == 0
+    assert metric(scraped, "kindgi_judge_call_duration_seconds_count") == 3
+    assert web("kindgi_judge_questions_waiting") == 0
+    hits = web("kindgi_judge_cache_hits_total")
+    second = ok(api.post(RUNS, {"projectId": P1, "candidate": "2.0.1"}), 201)
+    ok(api.post(f"{RUNS}/{second['id']}/results", body))
+    assert web("kindgi_judge_cache_hits_total") == hits + 3 and len(fake.asked) == 3
 
 
 def test_a_judge_that_fails_leaves_errors_with_reasons_never_fails(judged):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import cache
@@ -255,6 +256,27 @@ class RestoreBody(StrictSchema):
     """Nothing to say: an empty object."""
 
 
+def _distinct(ids: list[str]) -> None:
+    twice = sorted(i for i, n in Counter(ids).items() if n > 1)
+    if twice:
+        raise ValidationError(f"Named more than once: {', '.join(twice)}.")
+
+
+class BulkRestoreBody(StrictSchema):
+    """Several cases of one test set, each named once."""
+
+    projectId = ProjectId(required=True)
+    caseIds = fields.List(
+        fields.String(validate=_nonempty_max(64)),
+        required=True,
+        validate=[validate.Length(min=1, max=500), _distinct],
+    )
+
+
+class BulkRetireBody(BulkRestoreBody):
+    reason = fields.String(required=True, validate=_nonempty_max(1000))
+
+
 class ToolCall(StrictSchema):
     tool = fields.String(required=True, validate=_nonempty_max(200))
     args = fields.Dict(keys=fields.String(), load_default=dict)
@@ -307,6 +329,17 @@ class CasesQuery(PageQuery):
     include = fields.String(validate=validate.OneOf(("retired",)))
     kind = fields.String(
         validate=validate.Regexp(KIND_RE, error="Comma-separated correction and hand.")
+    )
+
+
+EXPORT_FORMATS = ("jsonl", "csv")
+
+
+class ExportQuery(TestSetQuery):
+    format = fields.String(load_default="jsonl", validate=validate.OneOf(EXPORT_FORMATS))
+    include = fields.String(validate=validate.OneOf(("retired",)))
+    version = fields.String(
+        validate=_nonempty_max(20), metadata={"description": "A version's name, e.g. `v3`."}
     )
 
 
@@ -385,7 +418,7 @@ CASE_FIELDS = (
 
 
 def case_json(case: Any) -> dict[str, Any]:
-    """A case as `CaseOut` describes it, from a `Case` or a list's row of `CASE_FIELDS`.
+    """A case as `CaseOut` describes it, from a `Case` or a row (or tuple) of `CASE_FIELDS`.
 
     Written out rather than dumped, and a row read by position: marshmallow's per-field
     machinery, then reading a row's fields by name, were most of a list page's time.
@@ -393,7 +426,7 @@ def case_json(case: Any) -> dict[str, Any]:
     """
     (added_at, id_, kind, project_id, run_id, made_on, expect, expert, by_kind, by_id, updated_at,
      retired_reason, retired_by_kind, retired_by_id, retired_at) = (
-        case if isinstance(case, Row) else [getattr(case, name) for name in CASE_FIELDS]
+        case if isinstance(case, (Row, tuple)) else [getattr(case, name) for name in CASE_FIELDS]
     )  # fmt: skip
     out: dict[str, Any] = {
         "id": id_,
@@ -466,6 +499,12 @@ class _Page(Schema):
 
 
 class CasePage(_Page):
+    data = fields.List(fields.Nested(CaseOut), required=True)
+
+
+class CaseList(Schema):
+    """Cases a bulk change changed, in case id order."""
+
     data = fields.List(fields.Nested(CaseOut), required=True)
 
 

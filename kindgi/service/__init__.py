@@ -15,12 +15,25 @@ record commit together. Another tenant's things look exactly like things that do
 - `versions`: freezing a test set into versions, listing and diffing them
 - `test_runs`: a test run's life (start, finish, cancel) and reading runs
 - `results`: sending results (graded there), reading them, comparing two runs
+- `health`: the readiness probe's checks, the judge's queue depth, the metrics' guard
 """
 
-from .cases import CasesView, CaseView, cases_page, get_case, list_cases, restore_case, retire_case
+from .cases import (
+    CasesView,
+    CaseView,
+    cases_page,
+    export_cases,
+    get_case,
+    list_cases,
+    restore_case,
+    restore_cases,
+    retire_case,
+    retire_cases,
+)
 from .common import clock
 from .corrections import add_hand_case, expect_of, record_correction, set_correction_status
 from .counts import Counts, overview, rebuild_tallies, test_set, week_of
+from .health import questions_waiting, readiness, require_metrics_token
 from .identity import (
     LOGIN_MAX_FAILURES,
     LOGIN_WINDOW,
@@ -31,6 +44,7 @@ from .identity import (
     hash_password,
     hash_secret,
     list_tokens,
+    operator,
     revoke_token,
     sign_in,
     user_principal,
@@ -78,6 +92,7 @@ __all__ = [
     "create_token",
     "diff_versions",
     "expect_of",
+    "export_cases",
     "finish_test_run",
     "get_case",
     "get_result",
@@ -91,13 +106,19 @@ __all__ = [
     "list_tokens",
     "list_versions",
     "new_case_runs",
+    "operator",
     "overview",
+    "questions_waiting",
+    "readiness",
     "rebuild_tallies",
     "record_correction",
     "record_run",
     "report",
+    "require_metrics_token",
     "restore_case",
+    "restore_cases",
     "retire_case",
+    "retire_cases",
     "revoke_token",
     "runner_cases",
     "send_results",

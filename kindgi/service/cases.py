@@ -6,36 +6,43 @@ active and the retired cell in the same transaction.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, bindparam, select
+from sqlalchemy import Select, Text, bindparam, cast, select
 
 from ..database import db
 from ..errors import CaseActive, CaseNotFound, CaseRetired
-from ..models import Case, Snapshot
+from ..models import Case, Snapshot, VersionMember
 from ..schemas import CASE_FIELDS
 from .access import AgentRef, Grants, find_agent, grants, readable
-from .common import clock
-from .counts import Counts, counts_of, tally_retirement
+from .common import clock, sql
+from .counts import Counts, counts_of, tally_retirements
 from .identity import Principal
 from .paging import Page, keyset_page, newest_first
+from .versions import find_version
 
 # What a list shows of a case, in the order `schemas.case_json` reads it (the position first).
 CASE_COLUMNS = tuple(Case.__table__.c[name] for name in CASE_FIELDS)
 
 
-@cache
-def _cases_query(retired_too: bool, one_kind: bool, after: bool) -> Select[Any]:
-    """The cases list's statement for one shape of filters, built once."""
-    query = select(*CASE_COLUMNS).where(
+def _of_the_set(query: Select[Any], retired_too: bool) -> Select[Any]:
+    """`query` kept to the cases of one test set (`agent_pk` and `project_id` bound), the
+    retired ones too or not."""
+    query = query.where(
         Case.agent_pk == bindparam("agent_pk"),
         Case.project_id == bindparam("project_id"),
         Case.is_case,
     )
-    if not retired_too:
-        query = query.where(Case.retired_at.is_(None))
+    return query if retired_too else query.where(Case.retired_at.is_(None))
+
+
+@cache
+def _cases_query(retired_too: bool, one_kind: bool, after: bool) -> Select[Any]:
+    """The cases list's statement for one shape of filters, built once."""
+    query = _of_the_set(select(*CASE_COLUMNS), retired_too)
     if one_kind:
         query = query.where(Case.kind == bindparam("kind"))
     return newest_first(query, Case.added_at, Case.id, after)
@@ -148,11 +155,7 @@ def retire_case(caller: Principal, agent_id: str, case_id: str, reason: str) -> 
     case = _publishable(caller, agent_id, case_id)
     if case.retired_at is not None:
         raise CaseRetired()
-    by = caller.actor
-    case.retired_reason, case.retired_by_kind, case.retired_by_id = reason, by["kind"], by["id"]
-    case.retired_at = case.updated_at = clock()
-    tally_retirement(case, retiring=True)
-    db.session.flush()
+    _retire([case], caller, reason)
     return case
 
 
@@ -161,8 +164,120 @@ def restore_case(caller: Principal, agent_id: str, case_id: str) -> Case:
     case = _publishable(caller, agent_id, case_id)
     if case.retired_at is None:
         raise CaseActive()
-    case.retired_reason = case.retired_by_kind = case.retired_by_id = case.retired_at = None
-    case.updated_at = clock()
-    tally_retirement(case, retiring=False)
-    db.session.flush()
+    _restore([case])
     return case
+
+
+def _retire(cases: list[Case], caller: Principal, reason: str) -> None:
+    by, now = caller.actor, clock()
+    for case in cases:
+        case.retired_reason, case.retired_by_kind, case.retired_by_id = reason, by["kind"], by["id"]
+        case.retired_at = case.updated_at = now
+    tally_retirements(cases, retiring=True)
+    db.session.flush()
+
+
+def _restore(cases: list[Case]) -> None:
+    now = clock()
+    for case in cases:
+        case.retired_reason = case.retired_by_kind = case.retired_by_id = case.retired_at = None
+        case.updated_at = now
+    tally_retirements(cases, retiring=False)
+    db.session.flush()
+
+
+def _publishable_cases(
+    caller: Principal, agent_id: str, project_id: str, case_ids: list[str], *, retired: bool
+) -> list[Case]:
+    """The named cases of one test set, locked for a change (in id order, so two changes lock
+    alike), once the caller may publish there: all of them in the state `retired` says, or a
+    refusal naming those that are not (404 for cases the set lacks, then 409)."""
+    agent, may = readable(caller, agent_id, project_id)
+    cases = db.session.scalars(
+        select(Case)
+        .where(
+            Case.id.in_(case_ids),
+            Case.agent_pk == agent.pk,
+            Case.project_id == project_id,
+            Case.is_case,
+        )
+        .order_by(Case.id)
+        .with_for_update()
+    ).all()
+    missing = sorted(set(case_ids) - {case.id for case in cases})
+    if missing:
+        raise CaseNotFound(details={"caseIds": missing})
+    may.require("publish", agent, project_id)
+    wrong = [case.id for case in cases if (case.retired_at is not None) != retired]
+    if wrong:
+        raise (CaseActive if retired else CaseRetired)(details={"caseIds": wrong})
+    return list(cases)
+
+
+def retire_cases(
+    caller: Principal, agent_id: str, project_id: str, case_ids: list[str], reason: str
+) -> list[Case]:
+    """Retire several cases of one test set at once: all of them, or none."""
+    cases = _publishable_cases(caller, agent_id, project_id, case_ids, retired=False)
+    _retire(cases, caller, reason)
+    return cases
+
+
+def restore_cases(
+    caller: Principal, agent_id: str, project_id: str, case_ids: list[str]
+) -> list[Case]:
+    """Restore several retired cases of one test set at once: all of them, or none."""
+    cases = _publishable_cases(caller, agent_id, project_id, case_ids, retired=True)
+    _restore(cases)
+    return cases
+
+
+# ---------------------------------------------------------------- the whole set, written out
+
+EXPORT_CHUNK = 1000  # cases read at a time: a million are streamed, never held
+
+
+@cache
+def _export_query(retired_too: bool, of_version: bool, after: bool) -> Select[Any]:
+    """A chunk of the export: the list's columns, then the snapshot's input, output and calls
+    as the JSON text stored (written out as they are, never parsed)."""
+    raw = [cast(column, Text) for column in (Snapshot.input, Snapshot.output, Snapshot.calls)]
+    query = select(*CASE_COLUMNS, *raw).join(Snapshot, Snapshot.run_id == Case.run_id)
+    if of_version:  # a version's cases, by case id (the order its members are kept in)
+        query = query.join(VersionMember, VersionMember.case_id == Case.id).where(
+            VersionMember.version_pk == bindparam("version_pk"),
+            VersionMember.case_id > bindparam("after_id"),
+        )
+        return query.order_by(VersionMember.case_id).limit(bindparam("limit"))
+    return newest_first(_of_the_set(query, retired_too), Case.added_at, Case.id, after)
+
+
+def export_cases(
+    caller: Principal,
+    agent_id: str,
+    project_id: str,
+    *,
+    include: str | None = None,
+    version: str | None = None,
+) -> Iterator[Any]:
+    """Every case of the test set with its snapshot, read a chunk at a time as it is written
+    out: newest first like the list (`include=retired` adds the retired), or a version's
+    cases by id (as they stand now, retired or not)."""
+    agent, _ = readable(caller, agent_id, project_id)
+    params: dict[str, Any] = {"agent_pk": agent.pk, "project_id": project_id}
+    params["limit"], params["after_id"] = EXPORT_CHUNK, ""
+    if version is not None:
+        params["version_pk"] = find_version(agent.pk, project_id, version).pk
+
+    def chunks() -> Iterator[Any]:
+        after = False
+        while True:
+            query = _export_query(include == "retired", version is not None, after)
+            rows = sql().execute(query, params).all()
+            yield from rows
+            if len(rows) < EXPORT_CHUNK:
+                return
+            after = True
+            params["after_at"], params["after_id"] = rows[-1][0], rows[-1][1]
+
+    return chunks()

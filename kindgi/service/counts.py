@@ -80,11 +80,24 @@ def tally(case: Case, delta: int, retired: bool | None = None) -> None:
     sql().execute(_changes_upsert(dialect()), key)
 
 
-def tally_retirement(case: Case, retiring: bool) -> None:
-    """Move one count between the active and the retired cell, always the active cell first,
-    so a retire and a restore running at once lock the cells in the same order: no deadlock."""
-    tally(case, -1 if retiring else +1, retired=False)
-    tally(case, +1 if retiring else -1, retired=True)
+def tally_retirements(cases: list[Case], retiring: bool) -> None:
+    """Move the cases' counts between the active and the retired cells of their test set (one
+    set), a cell's move once however many cases share it. Always every active cell first, in
+    one order, so retires and restores running at once lock the cells alike: no deadlock."""
+    moved: dict[tuple[Any, ...], int] = {}
+    for case in cases:
+        cell = (week_of(case.added_at), case.kind, bool(case.expert))
+        moved[cell] = moved.get(cell, 0) + 1
+    set_key = {"agent_pk": cases[0].agent_pk, "project_id": cases[0].project_id}
+    for retired in (False, True):
+        sign = -1 if retiring != retired else +1
+        for (week, kind, expert), n in sorted(moved.items()):
+            sql().execute(
+                _tally_upsert(dialect()),
+                {**set_key, "week": week, "kind": kind, "retired": retired, "expert": expert,
+                 "n": sign * n},
+            )  # fmt: skip
+    sql().execute(_changes_upsert(dialect()), set_key)
 
 
 def rebuild_tallies() -> None:

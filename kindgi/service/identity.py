@@ -13,9 +13,10 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from sqlalchemy import Select, and_, bindparam, delete, func, select
 
+from .. import telemetry
 from ..database import db, on_its_own
-from ..errors import NotFound, TooManyAttempts, Unauthenticated, bad_input
-from ..models import LoginFailure, Service, Token, User
+from ..errors import AgentNotFound, NotFound, TooManyAttempts, Unauthenticated, bad_input
+from ..models import Agent, LoginFailure, Service, Token, User
 from .common import clock, dialect, new_id, sql
 from .paging import Page, keyset_page, newest_first
 
@@ -116,6 +117,19 @@ def user_principal(user_id: str) -> Principal | None:
     return Principal("user", user.id, user.tenant_id, user.admin, None, user.name)
 
 
+def operator(agent_id: str, tenant_id: str | None = None) -> Principal:
+    """Who acts at the command line (`kindgi export`): an admin of the agent's tenant, since
+    whoever runs it holds the database anyway. The tenant must be named when several have an
+    agent of that id."""
+    query = select(Agent.tenant_id).where(Agent.id == agent_id)
+    if tenant_id is not None:
+        query = query.where(Agent.tenant_id == tenant_id)
+    tenants = db.session.scalars(query.limit(2)).all()
+    if len(tenants) != 1:
+        raise (AgentNotFound() if not tenants else bad_input(tenant=["Name the agent's tenant."]))
+    return Principal("user", "operator", tenants[0], admin=True, name="operator")
+
+
 def sign_in(email: str, password: str) -> Principal | None:
     """The user with this email and password, or None alike for a wrong email or password.
 
@@ -136,6 +150,7 @@ def sign_in(email: str, password: str) -> Principal | None:
             )
         )
         if failures >= LOGIN_MAX_FAILURES:
+            telemetry.LOGINS_THROTTLED.inc()
             raise TooManyAttempts(headers={"Retry-After": str(int(LOGIN_WINDOW.total_seconds()))})
         db.session.add(LoginFailure(email_key=key, at=now))
         user = db.session.execute(

@@ -10,6 +10,7 @@ none. Cancelling a run stops its grading.
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from functools import cache
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.orm.attributes import flag_modified
 
-from .. import grading, judge, queue
+from .. import grading, judge, queue, telemetry
 from ..database import after_commit, db, on_its_own, set_writing
 from ..models import JudgeQuestion, JudgeVerdict, RunCase, TestRun
 from .common import clock, dialect, insert_for, judge_settings, sql
@@ -91,6 +92,8 @@ def put(run: TestRun, rows: list[dict[str, Any]]) -> None:
             _land(run, question, kept[question.key])
         else:
             waiting.append(question.pk)
+    hits = len(asked) - len(waiting)
+    after_commit(lambda: telemetry.JUDGE_CACHE_HITS.inc(hits))
     if waiting:
         after_commit(lambda: queue.enqueue(waiting))
 
@@ -130,9 +133,14 @@ def ask(question_pk: int) -> None:
         key, asked = question.key, question.question
         verdict = _kept({key}).get(key)
     if verdict is None:  # asked with no transaction open: a call takes seconds
+        started = time.perf_counter()
         verdict = _judge(configured).ask(
             judge.Question(asked["expectation"], asked["corrected"], asked["candidate"])
         )
+        telemetry.JUDGE_LATENCY.observe(time.perf_counter() - started)
+        telemetry.JUDGE_CALLS.labels(verdict.outcome).inc()
+    else:
+        telemetry.JUDGE_CACHE_HITS.inc()
     land(question_pk, verdict, configured.model)
 
 

@@ -13,8 +13,8 @@ import rfc8785
 from sqlalchemy import and_, bindparam, func, literal, null, or_, select, update
 from sqlalchemy import case as when
 
-from .. import grading
-from ..database import db
+from .. import grading, telemetry
+from ..database import after_commit, db
 from ..errors import (
     CaseNotFound,
     ResultConflict,
@@ -107,6 +107,7 @@ def send_results(
     if conflicts:
         raise ResultConflict(details={"caseIds": conflicts})
     _grade(run, new)
+    after_commit(lambda: telemetry.RESULTS.inc(len(new)))
     return len(new), duplicates, RunView(run, agent.id)
 
 
@@ -212,13 +213,15 @@ def list_results(
         "part": part or "",
         "caller": caller.scope,
     }
+    after = after_id(cursor, binding)
     query = (
         select(*_RESULT_COLUMNS)
         .join(Case, Case.id == RunCase.case_id)
         .where(
             RunCase.run_pk == run.pk,
             RunCase.outcome != "awaiting",
-            RunCase.case_id > after_id(cursor, binding),
+            RunCase.case_id > after,
+            Case.id > after,  # said of both sides: a merge join starts there, not at the top
         )
         .order_by(RunCase.case_id)
         .limit(limit + 1)
@@ -328,7 +331,12 @@ def compare(
             )
             .select_from(
                 mine.outerjoin(
-                    theirs, and_(theirs.c.run_pk == other.pk, theirs.c.case_id == mine.c.case_id)
+                    theirs,
+                    and_(
+                        theirs.c.run_pk == other.pk,
+                        theirs.c.case_id == mine.c.case_id,
+                        theirs.c.case_id > after,  # a merge join starts there, not at the top
+                    ),
                 )
             )
             .where(mine.c.run_pk == run.pk, mine.c.case_id > after)

@@ -271,11 +271,13 @@ def runner_cases(
     input of its run's snapshot, and the parts it will be graded on."""
     _, run = run_to_read(caller, agent_id, run_id)
     binding = {"list": "run-cases", "run": run.pk, "awaiting": awaiting, "caller": caller.scope}
+    after = after_id(cursor, binding)
     query = (
         select(RunCase.case_id, Case.kind, Case.expert, Case.expect, Snapshot.input)
         .join(Case, Case.id == RunCase.case_id)
         .join(Snapshot, Snapshot.run_id == Case.run_id)
-        .where(RunCase.run_pk == run.pk, RunCase.case_id > after_id(cursor, binding))
+        # said of both sides: a merge join starts there, not at the top
+        .where(RunCase.run_pk == run.pk, RunCase.case_id > after, Case.id > after)
         .order_by(RunCase.case_id)
         .limit(limit + 1)
     )

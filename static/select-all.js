@@ -1,0 +1,7 @@
+// "Select all on this page": a checkbox with data-select-all ticks or clears every case's box
+// in its form, rows loaded later by "Load more" included.
+document.addEventListener("change", function (event) {
+  const all = event.target.closest("[data-select-all]");
+  if (!all) return;
+  for (const box of all.form.querySelectorAll("input[name=caseIds]")) box.checked = all.checked;
+});
