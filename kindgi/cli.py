@@ -158,16 +158,16 @@ def worker_command(threads: int | None, metrics_port: int | None, metrics_host: 
     """Run the judge's workers: queue again what is still pending, then take questions until
     stopped (Ctrl-C or SIGTERM ends them, the current calls first)."""
     from flask import current_app
-    from prometheus_client import start_http_server
 
-    from . import queue
+    from . import queue, telemetry
     from .service import judging
 
     if judging.judge_settings() is None:
         raise click.ClickException("no judge is configured: set KINDGI_JUDGE_URL and _MODEL")
     huey = queue.queue()
     if metrics_port:
-        start_http_server(metrics_port, addr=metrics_host)
+        token = current_app.config["METRICS_TOKEN"]
+        telemetry.serve_worker_metrics(metrics_host, metrics_port, token)
     waiting = judging.requeue(leased_too=True)
     click.echo(f"the judge's workers: {waiting} questions queued again", err=True)
     workers = threads or int(current_app.config["JUDGE_CONCURRENCY"]) + 2

@@ -1,4 +1,5 @@
-"""gunicorn's settings for Kindgi: a metrics directory that every worker of one master shares.
+"""gunicorn's settings for Kindgi: a metrics directory that every worker of one master shares,
+and a worker timeout that a whole export fits in.
 
 prometheus_client's multiprocess mode sums what each worker writes into `PROMETHEUS_MULTIPROC_DIR`
 (kindgi/telemetry.py). The directory must be named before a worker imports the app, and emptied
@@ -16,16 +17,30 @@ from pathlib import Path
 from typing import Any
 
 _NAMED = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-_MADE = None if _NAMED else tempfile.mkdtemp(prefix="kindgi-metrics-")
+if _NAMED and os.environ.get("KINDGI_METRICS_DIR_MADE") == _NAMED:
+    _NAMED = None  # another master's own (a new master started by USR2 inherits it): not ours
+_MADE = None if _NAMED else tempfile.mkdtemp(prefix=f"kindgi-metrics-{os.getpid()}-")
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = _NAMED or str(_MADE)
+if _MADE:
+    os.environ["KINDGI_METRICS_DIR_MADE"] = _MADE
+# A sync worker tells the master it lives only between requests: an export of a whole test set
+# (a million cases stream in about a minute) must not be cut as a hung worker
+timeout = 300
 
 
 def on_starting(server: Any) -> None:
-    """Empty the directory of an earlier master's numbers (once, not on a reload)."""
+    """Empty a named directory of an earlier master's numbers (once, not on a reload)."""
     folder = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
     folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.glob("*.db"):
         stale.unlink()
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """A worker gone: its live gauges go with it (its counters stay in the sums)."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
 
 
 def on_exit(server: Any) -> None:

@@ -29,4 +29,4 @@ def metrics() -> Response:
     if not current_app.config["METRICS"]:
         abort(404)
     service.require_metrics_token(request.headers.get("Authorization"))
-    return telemetry.exposition({"kindgi_judge_questions_waiting": service.questions_waiting()})
+    return telemetry.exposition(service.questions_waiting())

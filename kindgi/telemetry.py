@@ -4,7 +4,7 @@ Metrics live in prometheus_client's registry. Under gunicorn every worker writes
 files in `PROMETHEUS_MULTIPROC_DIR` (made fresh for each master by `kindgi/gunicorn_conf.py`) and
 a scrape of any worker sums them all, so a counter never jumps between scrapes; in one process
 (`flask run`, the tests' client) the process's own registry answers. The judge's workers are other
-processes, with their own endpoint (`kindgi worker --metrics-port`).
+processes, with their own endpoint (`kindgi worker --metrics-port`, guarded by the same token).
 
 Logs: `KINDGI_LOG_FORMAT=json` writes each record as one JSON line, with the request's id; text
 is the default. A request's line says who called and how it ended, never a secret, a token, a
@@ -14,17 +14,22 @@ message (which may quote SQL parameters).
 
 from __future__ import annotations
 
+import hmac
 import logging
 import os
 import sys
+import threading
 import time
 import traceback
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import orjson
 import prometheus_client as prom
 from flask import Flask, Response, g, has_request_context, request
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
 log = logging.getLogger("kindgi")
@@ -68,25 +73,55 @@ JUDGE_CACHE_HITS = prom.Counter(
 )
 
 
-def exposition(extra: dict[str, float]) -> Response:
+def exposition(queue_depth: int | None) -> Response:
     """The metrics in Prometheus' text format: every worker's (or this process's), then the
-    gauges read now (`extra`: name → value)."""
+    judge's queue depth as read now (left out when the database could not say)."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         base = prom.CollectorRegistry()
         MultiProcessCollector(base)
     else:
         base = prom.REGISTRY
-    now = prom.CollectorRegistry()
-    for name, value in extra.items():
-        prom.Gauge(name, GAUGES[name], registry=now).set(value)
-    body = prom.generate_latest(base) + prom.generate_latest(now)
+    body = prom.generate_latest(base)
+    if queue_depth is not None:  # a family of its own: a Gauge would keep a file per worker
+        now = GaugeMetricFamily(
+            "kindgi_judge_questions_waiting",
+            "Questions test runs put to the judge, not yet answered (the judge's queue depth).",
+            value=queue_depth,
+        )
+        body += prom.generate_latest(_Once(now))
     return Response(body, mimetype=prom.CONTENT_TYPE_LATEST)
 
 
-GAUGES = {
-    "kindgi_judge_questions_waiting": "Questions test runs put to the judge, not yet answered "
-    "(the judge's queue depth).",
-}
+class _Once:
+    """A registry-like holder of metric families read once, for `generate_latest`."""
+
+    def __init__(self, *families: Metric) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self.families
+
+
+def serve_worker_metrics(host: str, port: int, token: str | None) -> None:
+    """The judge worker's metrics on their own port, in a thread (a worker is one process, so
+    its registry is the whole truth); the bearer token guards them as it guards /metrics."""
+    wanted = f"Bearer {token}".encode() if token else None
+    metrics = prom.make_wsgi_app()
+
+    def guarded(environ: dict[str, Any], start_response: Any) -> Any:
+        given = environ.get("HTTP_AUTHORIZATION", "").encode()
+        if wanted is not None and not hmac.compare_digest(given, wanted):
+            start_response("401 Unauthorized", [("WWW-Authenticate", "Bearer")])
+            return [b"/metrics needs the metrics token as a bearer token.\n"]
+        return metrics(environ, start_response)
+
+    server = make_server(host, port, guarded, handler_class=_Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True, name="metrics").start()
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        """Scrapes are not logged (a line every few seconds says nothing)."""
 
 
 # ---------------------------------------------------------------- the request's line and numbers

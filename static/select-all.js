@@ -3,5 +3,6 @@
 document.addEventListener("change", function (event) {
   const all = event.target.closest("[data-select-all]");
   if (!all) return;
-  for (const box of all.form.querySelectorAll("input[name=caseIds]")) box.checked = all.checked;
+  // form.elements holds the rows' boxes too: they join the form by their form attribute
+  for (const box of all.form.elements) if (box.name === "caseIds") box.checked = all.checked;
 });

@@ -228,6 +228,8 @@ def sign_in(client, email: str, password: str) -> None:
 
 def metric(text: str, name: str, **labels: str) -> float:
     """A sample's value in Prometheus' text format (0 when there is none)."""
+    families = [line for line in text.splitlines() if line.startswith("# TYPE ")]
+    assert len(families) == len(set(families)), "a metric family is told twice"
     want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
     for line in text.splitlines():
         if line.startswith("#") or not line.startswith(name):

@@ -220,6 +220,33 @@ def test_an_expert_adds_a_case_after_a_first_error_then_retires_and_restores_it(
     assert page.url == case_url
 
 
+def test_an_expert_ticks_cases_retires_them_at_once_then_restores_them(page, server):
+    sign_in(page, server, "publisher@acme.test", "publisher-pass-1")
+    page.goto(f"{server}/agents/{AGENT}/test-set/cases?projectId={P1}")
+    boxes = page.locator("#case-rows input[name=caseIds]")
+    expect(boxes).to_have_count(25)
+    if page.js:  # type: ignore[attr-defined]
+        page.get_by_label("Select all on this page").check()
+        assert all(boxes.nth(i).is_checked() for i in range(25))
+        page.get_by_label("Select all on this page").uncheck()
+        assert not any(boxes.nth(i).is_checked() for i in range(25))
+    picked = [case_rows(page).nth(i).get_by_role("link").inner_text() for i in (0, 1)]
+    for case_id in picked:
+        page.get_by_label(f"Select {case_id}").check()
+    page.get_by_label("Reason to retire").fill("superseded by the new policy")
+    page.get_by_role("button", name="Retire selected").click()
+    expect(page.get_by_role("status").first).to_contain_text("Retired 2 cases.")
+    expect(page.locator("#case-rows input[name=caseIds]")).to_have_count(25)
+    assert picked[0] not in page.locator("#case-rows").inner_text()  # retired: not listed
+    page.goto(f"{server}/agents/{AGENT}/test-set/cases?projectId={P1}&include=retired")
+    for case_id in picked:
+        page.get_by_label(f"Select {case_id}").check()
+    page.get_by_role("button", name="Restore selected").click()
+    expect(page.get_by_role("status").first).to_contain_text("Restored 2 cases.")
+    page.goto(f"{server}/agents/{AGENT}/test-set/cases?projectId={P1}")
+    expect(case_rows(page).first.get_by_role("link")).to_have_text(picked[0])
+
+
 def test_a_user_creates_a_token_uses_it_and_revokes_it(page, server):
     sign_in(page, server, "reader@acme.test", "reader-pass-1")
     page.get_by_role("link", name="API tokens").click()

@@ -78,10 +78,12 @@ def judged(request, databases, tmp_path):
 
 
 @contextmanager
-def worker(app, tmp_path, metrics_port: int | None = None) -> Iterator[subprocess.Popen]:
+def worker(
+    app, tmp_path, metrics_port: int | None = None, **more: str
+) -> Iterator[subprocess.Popen]:
     """A `flask --app app kindgi worker` process on the app's database and queue (serving its
-    metrics on `metrics_port` when one is given)."""
-    env = {**os.environ, "KINDGI_SECRET_KEY": "test-secret"}
+    metrics on `metrics_port` when one is given; `more` environment besides)."""
+    env = {**os.environ, "KINDGI_SECRET_KEY": "test-secret", **more}
     for name in ("SQLALCHEMY_DATABASE_URI", "JUDGE_URL", "JUDGE_MODEL", "JUDGE_TIMEOUT",
                  "JUDGE_TRIES", "QUEUE_URL", "QUEUE_NAME"):  # fmt: skip
         if app.config.get(name) is not None:
@@ -183,9 +185,13 @@ def test_metrics_count_results_the_queue_the_judges_calls_and_its_cache_hits(jud
     assert web("kindgi_test_run_results_total") == received + 4
     assert web("kindgi_judge_questions_waiting") == 3  # two answers and a calibration
     port = free_port()
-    with start_worker(metrics_port=port):
+    with start_worker(metrics_port=port, KINDGI_METRICS_TOKEN="w-secret"):
         until_done(api, run["id"])
-        scraped = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+        url = f"http://127.0.0.1:{port}/metrics"
+        assert requests.get(url, timeout=10).status_code == 401
+        wrong = requests.get(url, headers={"Authorization": "Bearer nope"}, timeout=10)
+        assert wrong.status_code == 401
+        scraped = requests.get(url, headers={"Authorization": "Bearer w-secret"}, timeout=10).text
     by_outcome = {o: metric(scraped, "kindgi_judge_calls_total", outcome=o) for o in
                   ("pass", "fail", "error")}  # fmt: skip
     assert sum(by_outcome.values()) == len(fake.asked) == 3 and by_outcome["error"] == 0

@@ -11,7 +11,11 @@ import csv
 import io
 import json
 import re
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
+import pytest
 import requests
 from conftest import (
     AGENT,
@@ -27,7 +31,7 @@ from conftest import (
 )
 from databases import ENGINE
 from flask_migrate import downgrade
-from live import gunicorn
+from live import gunicorn, gunicorn_master
 from sqlalchemy.engine import make_url
 
 from kindgi.database import db
@@ -153,10 +157,15 @@ def test_metrics_need_the_metrics_token_once_one_is_set(databases, app):
 
 
 def test_metrics_are_summed_over_every_gunicorn_worker(app, tmp_path):
-    with gunicorn(app.config["SQLALCHEMY_DATABASE_URI"], tmp_path / "g.log", workers=3) as base:
-        http = requests.Session()
-        for _ in range(60):  # spread over the workers by the kernel
-            assert http.get(base + "/healthz", timeout=10).status_code == 200
+    url = app.config["SQLALCHEMY_DATABASE_URI"]
+    with gunicorn_master(url, tmp_path / "g.log", workers=3) as (master, base):
+        with ThreadPoolExecutor(6) as pool:  # at once, so several workers answer
+            answers = list(pool.map(lambda _: requests.get(f"{base}/healthz", timeout=10),
+                                    range(60)))  # fmt: skip
+        assert {a.status_code for a in answers} == {200}
+        (folder,) = Path(tempfile.gettempdir()).glob(f"kindgi-metrics-{master.pid}-*")
+        counted_by = {path.stem.split("_")[-1] for path in folder.glob("counter_*.db")}
+        assert len(counted_by) >= 2, counted_by  # several workers counted
         seen = set()
         for _ in range(12):  # each scrape answered by whichever worker: always the same sum
             text = requests.get(base + "/metrics", timeout=10).text
@@ -166,6 +175,7 @@ def test_metrics_are_summed_over_every_gunicorn_worker(app, tmp_path):
                 )
             )
         assert seen == {60.0}
+    assert not folder.exists()  # the master made it, and removed it as it stopped
 
 
 # ---------------------------------------------------------------- logs
@@ -224,6 +234,12 @@ def test_an_error_is_logged_once_with_its_requests_id_and_never_its_message(app,
 
 
 # ---------------------------------------------------------------- export
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(monkeypatch):
+    """Exports read two cases at a time here, so every test walks their chunks' keyset."""
+    monkeypatch.setattr("kindgi.service.cases.EXPORT_CHUNK", 2)
 
 
 def hand_case(api, **extra) -> dict:

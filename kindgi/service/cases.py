@@ -234,7 +234,7 @@ def restore_cases(
 
 # ---------------------------------------------------------------- the whole set, written out
 
-EXPORT_CHUNK = 1000  # cases read at a time: a million are streamed, never held
+EXPORT_CHUNK = 250  # cases read at a time (a run may hold up to a MiB): streamed, never held
 
 
 @cache
