@@ -7,6 +7,7 @@ active and the retired cell in the same transaction.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -16,8 +17,9 @@ from ..database import db
 from ..errors import CaseActive, CaseNotFound, CaseRetired
 from ..models import Case, Snapshot
 from ..schemas import CASE_FIELDS
+from . import search
 from .access import AgentRef, Grants, find_agent, grants, readable
-from .common import clock
+from .common import clock, dialect
 from .counts import Counts, counts_of, tally_retirement
 from .identity import Principal
 from .paging import Page, keyset_page, newest_first
@@ -27,8 +29,11 @@ CASE_COLUMNS = tuple(Case.__table__.c[name] for name in CASE_FIELDS)
 
 
 @cache
-def _cases_query(retired_too: bool, one_kind: bool, after: bool) -> Select[Any]:
-    """The cases list's statement for one shape of filters, built once."""
+def _cases_query(
+    dialect_name: str, retired_too: bool, one_kind: bool, given: frozenset[str], after: bool
+) -> Select[Any]:
+    """The cases list's statement for one shape of filters (`given` names the other filters
+    present), built once."""
     query = select(*CASE_COLUMNS).where(
         Case.agent_pk == bindparam("agent_pk"),
         Case.project_id == bindparam("project_id"),
@@ -38,6 +43,19 @@ def _cases_query(retired_too: bool, one_kind: bool, after: bool) -> Select[Any]:
         query = query.where(Case.retired_at.is_(None))
     if one_kind:
         query = query.where(Case.kind == bindparam("kind"))
+    words, markers = "q" in given, bool(given & {"tool", "part"})
+    if words or markers:
+        query = query.where(search.condition(dialect_name, words, markers))
+    if "expert" in given:
+        query = query.where(Case.expert == bindparam("expert"))
+    if "added_by" in given:
+        query = query.where(Case.added_by_id == bindparam("added_by"))
+    if "run_id" in given:
+        query = query.where(Case.run_id == bindparam("run_id"))
+    if "added_after" in given:
+        query = query.where(Case.added_at >= bindparam("added_after", type_=Case.added_at.type))
+    if "added_before" in given:
+        query = query.where(Case.added_at < bindparam("added_before", type_=Case.added_at.type))
     return newest_first(query, Case.added_at, Case.id, after)
 
 
@@ -50,8 +68,10 @@ def _cases_of(
     kind: str | None = None,
     limit: int = 25,
     cursor: str | None = None,
+    **filters: Any,
 ) -> Page:
     kinds = sorted(set(kind.split(","))) if kind else ["correction", "hand"]
+    given = {name: value for name, value in filters.items() if value is not None}
     binding = {
         "list": "cases",
         "agent": agent.pk,
@@ -59,14 +79,33 @@ def _cases_of(
         "include": include or "",
         "kind": kinds,
         "caller": caller.scope,
+        # the new filters only when given: a cursor of the plain list keeps its binding
+        **{name: _bound(value) for name, value in given.items()},
     }
+    params = {"agent_pk": agent.pk, "project_id": project_id, "kind": kinds[0], **given}
+    name = dialect()
+    if "q" in given or "tool" in given or "part" in given:
+        params.update(
+            search.parameters(name, given.get("q"), _listed(given, "tool"), _listed(given, "part"))
+        )
+    shape = frozenset(given)
     return keyset_page(
-        lambda after: _cases_query(include == "retired", len(kinds) == 1, after),
-        {"agent_pk": agent.pk, "project_id": project_id, "kind": kinds[0]},
+        lambda after: _cases_query(name, include == "retired", len(kinds) == 1, shape, after),
+        params,
         limit,
         cursor,
         binding,
     )
+
+
+def _listed(filters: dict[str, Any], name: str) -> list[str]:
+    value = filters.get(name)
+    return [] if value is None else value if isinstance(value, list) else [value]
+
+
+def _bound(value: Any) -> Any:
+    """A filter's value as a cursor's binding keeps it (JSON)."""
+    return value.isoformat() if isinstance(value, datetime) else value
 
 
 def list_cases(caller: Principal, agent_id: str, project_id: str, **filters: Any) -> Page:
