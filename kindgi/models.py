@@ -232,6 +232,16 @@ class Tally(db.Model):
     n: Mapped[int] = mapped_column(Integer, default=0)
 
 
+class TestSetTool(db.Model):
+    """A tool that some case of a test set names (in shouldCall or mustNotCall), written with
+    the case: the cases page offers these to filter by without reading every case."""
+
+    __tablename__ = "test_set_tools"
+    agent_pk: Mapped[int] = mapped_column(ForeignKey("agents.pk"), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"), primary_key=True)
+    tool: Mapped[str] = mapped_column(String(200), primary_key=True)
+
+
 class IdempotencyRecord(db.Model):
     """One caller's Idempotency-Key: a claim while the request runs, then its answer."""
 

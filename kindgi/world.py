@@ -195,6 +195,7 @@ class _Loader:
         self.runs: dict[str, dict[str, Any]] = {}
         self.expects: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         self.expect_words: dict[int, tuple[dict[str, Any], str]] = {}
+        self.tools: set[tuple[int, str, str]] = set()  # (agent_pk, project_id, tool) named
         self.first_case: dict[str, datetime] = {}  # run id → when its first case was added
 
     def entries(self, name: str) -> Iterable[tuple[str, dict[str, Any]]]:
@@ -383,10 +384,14 @@ class _Loader:
             self.groups[g["id"]] = group
         db.session.flush()
         counts["runs"] = _bulk(Run, self._runs())
-        cases = _bulk(
-            Case, self._noting_first(itertools.chain(self._corrections(), self._hand_cases()))
-        )
+        with search.indexed_after():
+            cases = _bulk(
+                Case, self._noting_first(itertools.chain(self._corrections(), self._hand_cases()))
+            )
         counts["snapshots"] = _bulk(Snapshot, self._snapshots())
+        search.note_tools(
+            [{"agent_pk": a, "project_id": p, "tool": t} for a, p, t in sorted(self.tools)]
+        )
         counts["cases"] = cases
         service.rebuild_tallies()
         counts["test runs"] = self._test_runs()
@@ -466,6 +471,8 @@ class _Loader:
             raise WorldError(f"{where}: {e['by']!r} is not of the run's tenant")
         at = _time(e["at"], where)
         expect = self.expect(e, where)
+        for tool in search.tools_of(expect):
+            self.tools.add((run["agent_pk"], run["project_id"], tool))
         row = {
             "id": e["id"],
             "tenant_id": tenant,

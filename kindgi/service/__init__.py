@@ -17,7 +17,16 @@ record commit together. Another tenant's things look exactly like things that do
 - `results`: sending results (graded there), reading them, comparing two runs
 """
 
-from .cases import CasesView, CaseView, cases_page, get_case, list_cases, restore_case, retire_case
+from .cases import (
+    MAX_COUNTED,
+    CasesView,
+    CaseView,
+    cases_page,
+    get_case,
+    list_cases,
+    restore_case,
+    retire_case,
+)
 from .common import clock
 from .corrections import add_hand_case, expect_of, record_correction, set_correction_status
 from .counts import Counts, overview, rebuild_tallies, test_set, week_of
@@ -60,6 +69,7 @@ from .versions import diff_versions, list_versions
 __all__ = [
     "LOGIN_MAX_FAILURES",
     "LOGIN_WINDOW",
+    "MAX_COUNTED",
     "TOKEN_PREFIX",
     "CaseView",
     "CasesView",

@@ -6,12 +6,12 @@ active and the retired cell in the same transaction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, bindparam, select
+from sqlalchemy import Select, bindparam, func, select
 
 from ..database import db
 from ..errors import CaseActive, CaseNotFound, CaseRetired
@@ -19,7 +19,7 @@ from ..models import Case, Snapshot
 from ..schemas import CASE_FIELDS
 from . import search
 from .access import AgentRef, Grants, find_agent, grants, readable
-from .common import clock, dialect
+from .common import clock, dialect, sql
 from .counts import Counts, counts_of, tally_retirement
 from .identity import Principal
 from .paging import Page, keyset_page, newest_first
@@ -34,7 +34,24 @@ def _cases_query(
 ) -> Select[Any]:
     """The cases list's statement for one shape of filters (`given` names the other filters
     present), built once."""
-    query = select(*CASE_COLUMNS).where(
+    query = _filtered(select(*CASE_COLUMNS), dialect_name, retired_too, one_kind, given)
+    return newest_first(query, Case.added_at, Case.id, after)
+
+
+@cache
+def _count_query(
+    dialect_name: str, retired_too: bool, one_kind: bool, given: frozenset[str]
+) -> Select[Any]:
+    """How many cases match, counted up to `limit`: a broad search stays fast."""
+    matching = _filtered(select(Case.id), dialect_name, retired_too, one_kind, given)
+    return select(func.count()).select_from(matching.limit(bindparam("limit")).subquery())
+
+
+def _filtered(
+    query: Select[Any], dialect_name: str, retired_too: bool, one_kind: bool, given: frozenset[str]
+) -> Select[Any]:
+    """`query` narrowed to the list's cases and its filters."""
+    query = query.where(
         Case.agent_pk == bindparam("agent_pk"),
         Case.project_id == bindparam("project_id"),
         Case.is_case,
@@ -56,20 +73,26 @@ def _cases_query(
         query = query.where(Case.added_at >= bindparam("added_after", type_=Case.added_at.type))
     if "added_before" in given:
         query = query.where(Case.added_at < bindparam("added_before", type_=Case.added_at.type))
-    return newest_first(query, Case.added_at, Case.id, after)
+    return query
 
 
-def _cases_of(
+@dataclass
+class _Filters:
+    """A list's filters as the statements bind them, and the shape that picks the statement."""
+
+    params: dict[str, Any]
+    binding: dict[str, Any]
+    shape: tuple[str, bool, bool, frozenset[str]]
+
+
+def _filters(
     caller: Principal,
     agent: AgentRef,
     project_id: str,
-    *,
-    include: str | None = None,
-    kind: str | None = None,
-    limit: int = 25,
-    cursor: str | None = None,
-    **filters: Any,
-) -> Page:
+    include: str | None,
+    kind: str | None,
+    filters: dict[str, Any],
+) -> _Filters:
     kinds = sorted(set(kind.split(","))) if kind else ["correction", "hand"]
     given = {name: value for name, value in filters.items() if value is not None}
     binding = {
@@ -88,13 +111,25 @@ def _cases_of(
         params.update(
             search.parameters(name, given.get("q"), _listed(given, "tool"), _listed(given, "part"))
         )
-    shape = frozenset(given)
+    return _Filters(
+        params, binding, (name, include == "retired", len(kinds) == 1, frozenset(given))
+    )
+
+
+def _cases_of(
+    caller: Principal,
+    agent: AgentRef,
+    project_id: str,
+    *,
+    include: str | None = None,
+    kind: str | None = None,
+    limit: int = 25,
+    cursor: str | None = None,
+    **filters: Any,
+) -> Page:
+    f = _filters(caller, agent, project_id, include, kind, filters)
     return keyset_page(
-        lambda after: _cases_query(name, include == "retired", len(kinds) == 1, shape, after),
-        params,
-        limit,
-        cursor,
-        binding,
+        lambda after: _cases_query(*f.shape, after), f.params, limit, cursor, f.binding
     )
 
 
@@ -114,14 +149,30 @@ def list_cases(caller: Principal, agent_id: str, project_id: str, **filters: Any
     return _cases_of(caller, agent, project_id, **filters)
 
 
+MAX_COUNTED = 10_000  # past this many matches the page says "over 10,000"
+SEARCH_FILTERS = (
+    "q",
+    "tool",
+    "part",
+    "expert",
+    "added_by",
+    "run_id",
+    "added_after",
+    "added_before",
+)
+
+
 @dataclass
 class CasesView:
-    """What the cases page shows: a page of cases, the counts, and whether the caller may
-    publish (add, retire, restore) there."""
+    """What the cases page shows: a page of cases, the counts, whether the caller may publish
+    (add, retire, restore) there; with the counts, the tools to filter by and, when filtered,
+    how many cases match (up to `MAX_COUNTED + 1`)."""
 
     page: Page
     counts: Counts | None
     may_publish: bool
+    tools: list[str] = field(default_factory=list)
+    matching: int | None = None
 
 
 def cases_page(
@@ -131,8 +182,34 @@ def cases_page(
     needs no counts)."""
     agent, may = readable(caller, agent_id, project_id)
     page = _cases_of(caller, agent, project_id, **filters)
-    counts = counts_of(agent.pk, agent.id, project_id) if with_counts else None
-    return CasesView(page, counts, may.may_publish)
+    if not with_counts:
+        return CasesView(page, None, may.may_publish)
+    view = CasesView(
+        page,
+        counts_of(agent.pk, agent.id, project_id),
+        may.may_publish,
+        search.tools(agent.pk, project_id),
+    )
+    if any(filters.get(name) is not None for name in SEARCH_FILTERS):
+        view.matching = _count(caller, agent, project_id, **filters)
+    return view
+
+
+def _count(
+    caller: Principal,
+    agent: AgentRef,
+    project_id: str,
+    *,
+    include: str | None = None,
+    kind: str | None = None,
+    limit: int = 25,
+    cursor: str | None = None,
+    **filters: Any,
+) -> int:
+    f = _filters(caller, agent, project_id, include, kind, filters)
+    return (
+        sql().execute(_count_query(*f.shape), {**f.params, "limit": MAX_COUNTED + 1}).scalar_one()
+    )
 
 
 # ---------------------------------------------------------------- one case

@@ -131,6 +131,12 @@ def _new_case(
         **kw,
     }
     sql().execute(Case.__table__.insert(), values)
+    search.note_tools(
+        [
+            {"agent_pk": agent.pk, "project_id": run.project_id, "tool": t}
+            for t in set(search.tools_of(expect))
+        ]
+    )
     case = Case(**values)
     tally(case, +1)
     return case

@@ -19,13 +19,18 @@ the index exact in its own transaction with nothing to call. Migration 0006 buil
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+import unicodedata
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from functools import cache
 from typing import Any
 
-from sqlalchemy import TextClause, text
+from sqlalchemy import TextClause, select, text
 
 from ..grading import PARTS
+from ..models import TestSetTool
 from ..schemas import WORD_RE
+from .common import dialect, insert_for, sql
 
 MAX_DOCUMENT_CHARS = 100_000  # a run's output may be large; a tsvector holds at most 1 MB
 
@@ -52,12 +57,18 @@ def _strings(value: Any) -> Iterable[str]:
             yield from _strings(item)
 
 
+def tools_of(expect: dict[str, Any]) -> list[str]:
+    """The tools an expectation names: those it should call, then those it must not."""
+    decisions = expect.get("decisions") or {}
+    return [c["tool"] for c in decisions.get("shouldCall") or []] + list(
+        decisions.get("mustNotCall") or []
+    )
+
+
 def expect_words(expect: dict[str, Any]) -> str:
     """What an expectation says, with the markers of its tools and parts."""
-    decisions = expect.get("decisions") or {}
     answer = expect.get("answer") or {}
-    tools = [c["tool"] for c in decisions.get("shouldCall") or []]
-    tools += list(decisions.get("mustNotCall") or [])
+    tools = tools_of(expect)
     words = [answer.get("shouldSay", ""), answer.get("why", ""), *tools]
     words += [item["key"] for item in expect.get("items") or []]
     words += [tool_marker(t) for t in tools] + [part_marker(p) for p in PARTS if p in expect]
@@ -85,7 +96,7 @@ def _fts5_terms(q: str | None, tools: list[str], parts: list[str]) -> str:
     terms = [f'"{w}"' for w in words_of(q or "")] + [f'"{tool_marker(t)}"' for t in tools]
     if parts:
         terms.append("(" + " OR ".join(f'"{part_marker(p)}"' for p in parts) + ")")
-    return " ".join(terms)
+    return " AND ".join(terms)
 
 
 def _tsquery_terms(tools: list[str], parts: list[str]) -> str:
@@ -117,3 +128,64 @@ def parameters(
     if dialect_name == "sqlite":
         return {"match": _fts5_terms(q, tools, parts)}
     return {"search_q": q, "search_markers": _tsquery_terms(tools, parts)}
+
+
+def folded(word: str) -> str:
+    """A word as both indexes compare it: without accents, in lower case."""
+    plain = unicodedata.normalize("NFKD", word)
+    return "".join(ch for ch in plain if not unicodedata.combining(ch)).casefold()
+
+
+@cache
+def _note_tools(dialect_name: str) -> Any:
+    return insert_for(dialect_name, TestSetTool.__table__).on_conflict_do_nothing()
+
+
+def note_tools(rows: list[dict[str, Any]]) -> None:
+    """Remember the tools cases name, per test set (`agent_pk`, `project_id`, `tool` each)."""
+    if rows:
+        sql().execute(_note_tools(dialect()), rows)
+
+
+def tools(agent_pk: int, project_id: str) -> list[str]:
+    """The tools the test set's cases name, in order: the cases page's choice."""
+    return list(
+        sql().scalars(
+            select(TestSetTool.tool)
+            .where(TestSetTool.agent_pk == agent_pk, TestSetTool.project_id == project_id)
+            .order_by(TestSetTool.tool)
+        )
+    )
+
+
+@contextmanager
+def indexed_after() -> Iterator[None]:
+    """Index the cases inserted in this block once, after them, in the same transaction: for
+    a bulk load (the world loader, the demo).
+
+    Row by row, SQLite's trigger made FTS5 write a segment for every case (each statement that
+    fires a trigger is a savepoint, where FTS5 flushes) and PostgreSQL updated the GIN index
+    for each; both were most of a million-case load. The trigger and the index are put back
+    by their stored definitions, so they stay what migration 0006 made.
+    """
+    conn = sql()
+    if dialect() == "sqlite":
+        trigger = conn.exec_driver_sql(
+            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'cases_search_insert'"
+        ).scalar_one()
+        last = conn.exec_driver_sql("SELECT coalesce(max(rowid), 0) FROM cases").scalar_one()
+        conn.exec_driver_sql("DROP TRIGGER cases_search_insert")
+        yield
+        conn.exec_driver_sql(
+            "INSERT INTO case_search (rowid, doc) SELECT rowid, coalesce(search_text, '') "
+            "|| ' ' || coalesce(retired_reason, '') FROM cases WHERE rowid > ?",
+            (last,),
+        )
+        conn.exec_driver_sql(trigger)
+    else:
+        index = conn.exec_driver_sql(
+            "SELECT pg_get_indexdef('ix_cases_search'::regclass)"
+        ).scalar_one()
+        conn.exec_driver_sql("DROP INDEX ix_cases_search")
+        yield
+        conn.exec_driver_sql(index)

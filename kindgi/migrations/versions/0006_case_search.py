@@ -4,7 +4,8 @@ SQLite: the FTS5 table `case_search` (contentless, keyed by the case's rowid), k
 triggers on `cases`. PostgreSQL: the generated `tsvector` column `cases.search` (through
 `kindgi_unaccent`, an immutable wrapper of the `unaccent` extension) with a GIN index. Both index
 `search_text` (written when a case is made) followed by the retire reason. The text of the cases
-already stored is written here, from their expectation and their run's snapshot.
+already stored is written here, from their expectation and their run's snapshot; and the tools
+each test set's cases name (`test_set_tools`, the cases page's choice of tools).
 
 Revision ID: 0006
 Revises: 0005
@@ -32,7 +33,7 @@ def _document_sql(row: str) -> str:
 
 SQLITE = [
     "CREATE VIRTUAL TABLE case_search USING fts5("
-    "doc, content='', tokenize='unicode61 remove_diacritics 2')",
+    "doc, content='', detail=none, columnsize=0, tokenize='unicode61 remove_diacritics 2')",
     f"INSERT INTO case_search (rowid, doc) SELECT rowid, {_document_sql('cases')} FROM cases",
     "CREATE TRIGGER cases_search_insert AFTER INSERT ON cases BEGIN "
     f"INSERT INTO case_search (rowid, doc) VALUES (new.rowid, {_document_sql('new')}); END",
@@ -68,29 +69,43 @@ def _write_texts(conn: sa.Connection) -> None:
         return json.loads(value) if isinstance(value, str) else value
 
     read = sa.text(
-        "SELECT cases.id, cases.expect, snapshots.input, snapshots.output FROM cases "
+        "SELECT cases.id, cases.expect, snapshots.input, snapshots.output, cases.agent_pk, "
+        "cases.project_id FROM cases "
         "LEFT JOIN snapshots ON snapshots.run_id = cases.run_id "
         "WHERE cases.id > :last ORDER BY cases.id LIMIT :batch"
     )
     update = sa.text("UPDATE cases SET search_text = :text WHERE id = :id")
+    tools = set()
     last = ""
     while rows := conn.execute(read, {"last": last, "batch": BATCH}).all():
-        texts = [
-            {
-                "id": case_id,
-                "text": search.document(
-                    search.expect_words(loaded(expect)),
-                    search.run_words(loaded(input_), loaded(output)),
-                ),
-            }
-            for case_id, expect, input_, output in rows
-        ]
+        texts = []
+        for case_id, expect, input_, output, agent_pk, project_id in rows:
+            expect = loaded(expect)
+            said = search.expect_words(expect)
+            texts.append(
+                {
+                    "id": case_id,
+                    "text": search.document(said, search.run_words(loaded(input_), loaded(output))),
+                }
+            )
+            tools.update((agent_pk, project_id, tool) for tool in search.tools_of(expect))
         conn.execute(update, texts)
         last = rows[-1][0]
+    if tools:
+        conn.execute(
+            sa.text("INSERT INTO test_set_tools VALUES (:agent_pk, :project_id, :tool)"),
+            [{"agent_pk": a, "project_id": p, "tool": t} for a, p, t in sorted(tools)],
+        )
 
 
 def upgrade():
     op.add_column("cases", sa.Column("search_text", sa.Text(), nullable=True))
+    op.create_table(
+        "test_set_tools",
+        sa.Column("agent_pk", sa.Integer(), sa.ForeignKey("agents.pk"), primary_key=True),
+        sa.Column("project_id", sa.String(36), sa.ForeignKey("projects.id"), primary_key=True),
+        sa.Column("tool", sa.String(200), primary_key=True),
+    )
     conn = op.get_bind()
     _write_texts(conn)
     for statement in SQLITE if conn.dialect.name == "sqlite" else POSTGRESQL:
@@ -106,4 +121,5 @@ def downgrade():
         op.execute("DROP INDEX ix_cases_search")
         op.execute("ALTER TABLE cases DROP COLUMN search")
         op.execute("DROP FUNCTION kindgi_unaccent(text)")
+    op.drop_table("test_set_tools")
     op.drop_column("cases", "search_text")
