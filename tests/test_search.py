@@ -52,6 +52,17 @@ def found(api, as_: str = "admin", **params: Any) -> list[str]:
         cursor = page["nextCursor"]
 
 
+@pytest.fixture(params=[search.DRIVE, search.WALK, search.WALK_PROBING])
+def how(request, monkeypatch) -> str:
+    """Each way a search is answered (see `search.strategy`), chosen by moving the bounds
+    the test world's few matches are measured against."""
+    if request.param != search.DRIVE:
+        monkeypatch.setattr(search, "FEW", -1)
+    if request.param == search.WALK_PROBING:
+        monkeypatch.setattr(search, "MANY", -1)
+    return request.param
+
+
 @pytest.fixture
 def more_cases(api, set_clock) -> dict[str, str]:
     """A finished run in French, a hand case on it (h1) and a correction by CI's token (c1)."""
@@ -77,7 +88,7 @@ def more_cases(api, set_clock) -> dict[str, str]:
 # ---------------------------------------------------------------- each filter
 
 
-def test_words_match_in_the_snapshot_whole_in_any_case_and_all_of_them(api, more_cases):
+def test_words_match_in_the_snapshot_whole_in_any_case_and_all_of_them(api, more_cases, how):
     assert found(api, q="lease") == ["cor-1"]  # only in run-1's input and output
     assert found(api, q="LEASE Clause") == ["cor-1"]
     assert found(api, q="lease two") == []  # every word: "two" is run-2's
@@ -85,7 +96,7 @@ def test_words_match_in_the_snapshot_whole_in_any_case_and_all_of_them(api, more
     assert found(api, q="   lease!  ") == ["cor-1"]
 
 
-def test_accents_and_case_are_folded_both_ways(api, more_cases):
+def test_accents_and_case_are_folded_both_ways(api, more_cases, how):
     h1 = more_cases["h1"]
     for q in ("cafe", "CAFÉ", "café", "rembourse", "REMBOURSÉ", "Être"):
         assert found(api, q=q) == [h1], q
@@ -101,13 +112,13 @@ def test_words_of_the_expectation_are_found(api, more_cases):
     assert found(api, q="k1") == ["case-2"]  # an item's key
 
 
-def test_a_retired_case_is_found_only_with_include_retired_and_by_its_reason(api, more_cases):
+def test_a_retired_case_is_found_only_with_include_retired_and_by_its_reason(api, more_cases, how):
     assert found(api, q="duplicate") == []
     assert found(api, q="duplicate", include="retired") == ["case-1"]
     assert found(api, q="lease", include="retired") == ["case-1", "cor-1"]
 
 
-def test_another_tenants_cases_are_never_found(api, more_cases):
+def test_another_tenants_cases_are_never_found(api, more_cases, how):
     assert found(api, q="clause") == ["cor-1"]
     assert found(api, as_="globex", project=PG, q="clause") == ["cor-g"]
     assert found(api, as_="globex", project=PG, q="refund") == []
@@ -145,7 +156,7 @@ def test_expert_added_by_run_and_dates(api, more_cases):
     assert found(api, addedBefore="2026-04-16T10:00:00Z") == ["cor-1"]  # strictly before
 
 
-def test_filters_combine(api, more_cases):
+def test_filters_combine(api, more_cases, how):
     h1, c1 = more_cases["h1"], more_cases["c1"]
     assert found(api, q="refund", expert="true") == [h1]
     assert found(api, q="refund", kind="correction") == [c1]
@@ -156,7 +167,7 @@ def test_filters_combine(api, more_cases):
     assert found(api, q="lease", runId="run-1", expert="false", kind="correction") == ["cor-1"]
 
 
-def test_a_search_pages_newest_first_and_its_cursor_is_bound_to_its_filters(api, more_cases):
+def test_a_search_pages_newest_first_and_its_cursor_is_bound_to_its_filters(api, more_cases, how):
     h1, c1 = more_cases["h1"], more_cases["c1"]
     first = ok(api.get(cases_url(q="refund", limit=1)))
     assert [c["id"] for c in first["data"]] == [c1] and first["hasMore"]
@@ -225,7 +236,7 @@ def assert_index_exact(app) -> None:
             assert said == made, case_id
             docs[case_id] = _folded(f"{said} {reason or ''}")
         name = dialect()
-        query = select(Case.id).where(search.condition(name, True, False))
+        query = select(Case.id).where(search.condition(name, True, False, search.WALK))
         for word in set().union(*docs.values()) | {"nowhere"}:
             hits = set(db.session.scalars(query, search.parameters(name, word, [], [])))
             assert hits == {case_id for case_id, words in docs.items() if word in words}, word

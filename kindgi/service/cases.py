@@ -30,25 +30,39 @@ CASE_COLUMNS = tuple(Case.__table__.c[name] for name in CASE_FIELDS)
 
 @cache
 def _cases_query(
-    dialect_name: str, retired_too: bool, one_kind: bool, given: frozenset[str], after: bool
+    dialect_name: str,
+    retired_too: bool,
+    one_kind: bool,
+    given: frozenset[str],
+    how: str | None,
+    after: bool,
 ) -> Select[Any]:
     """The cases list's statement for one shape of filters (`given` names the other filters
     present), built once."""
-    query = _filtered(select(*CASE_COLUMNS), dialect_name, retired_too, one_kind, given)
+    query = _filtered(select(*CASE_COLUMNS), dialect_name, retired_too, one_kind, given, how)
+    if how == search.DRIVE:
+        # the same order, in a form no index serves: the planner must lead with the search's
+        # few matches and sort them, not walk the whole list for them
+        return newest_first(query, func.coalesce(Case.added_at, Case.added_at), Case.id, after)
     return newest_first(query, Case.added_at, Case.id, after)
 
 
 @cache
 def _count_query(
-    dialect_name: str, retired_too: bool, one_kind: bool, given: frozenset[str]
+    dialect_name: str, retired_too: bool, one_kind: bool, given: frozenset[str], how: str | None
 ) -> Select[Any]:
     """How many cases match, counted up to `limit`: a broad search stays fast."""
-    matching = _filtered(select(Case.id), dialect_name, retired_too, one_kind, given)
+    matching = _filtered(select(Case.id), dialect_name, retired_too, one_kind, given, how)
     return select(func.count()).select_from(matching.limit(bindparam("limit")).subquery())
 
 
 def _filtered(
-    query: Select[Any], dialect_name: str, retired_too: bool, one_kind: bool, given: frozenset[str]
+    query: Select[Any],
+    dialect_name: str,
+    retired_too: bool,
+    one_kind: bool,
+    given: frozenset[str],
+    how: str | None,
 ) -> Select[Any]:
     """`query` narrowed to the list's cases and its filters."""
     query = query.where(
@@ -62,7 +76,7 @@ def _filtered(
         query = query.where(Case.kind == bindparam("kind"))
     words, markers = "q" in given, bool(given & {"tool", "part"})
     if words or markers:
-        query = query.where(search.condition(dialect_name, words, markers))
+        query = query.where(search.condition(dialect_name, words, markers, how or search.WALK))
     if "expert" in given:
         query = query.where(Case.expert == bindparam("expert"))
     if "added_by" in given:
@@ -82,7 +96,7 @@ class _Filters:
 
     params: dict[str, Any]
     binding: dict[str, Any]
-    shape: tuple[str, bool, bool, frozenset[str]]
+    shape: tuple[str, bool, bool, frozenset[str], str | None]
 
 
 def _filters(
@@ -107,12 +121,15 @@ def _filters(
     }
     params = {"agent_pk": agent.pk, "project_id": project_id, "kind": kinds[0], **given}
     name = dialect()
-    if "q" in given or "tool" in given or "part" in given:
+    how = None
+    words, markers = "q" in given, "tool" in given or "part" in given
+    if words or markers:
         params.update(
             search.parameters(name, given.get("q"), _listed(given, "tool"), _listed(given, "part"))
         )
+        how = search.strategy(name, words, markers, params)
     return _Filters(
-        params, binding, (name, include == "retired", len(kinds) == 1, frozenset(given))
+        params, binding, (name, include == "retired", len(kinds) == 1, frozenset(given), how)
     )
 
 

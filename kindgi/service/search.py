@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
-from sqlalchemy import TextClause, select, text
+from sqlalchemy import TextClause, func, literal_column, select, text
 
 from ..grading import PARTS
 from ..models import TestSetTool
@@ -107,11 +107,29 @@ def _tsquery_terms(tools: list[str], parts: list[str]) -> str:
     return " & ".join(terms)
 
 
-def condition(dialect_name: str, words: bool, markers: bool) -> TextClause:
+# How a search is answered, chosen by how many cases (of every test set) match it, counted
+# in the index up to a bound before the list is read:
+# - DRIVE (at most FEW): from the index's matches, each case looked up, the few sorted;
+# - WALK (more): the list's own index walked newest first, each case checked; on SQLite the
+#   matches are gathered once into a set for that (up to MANY), and past that each case is
+#   looked up in the index instead, as gathering half a million would cost more than the
+#   few dozen look-ups a page of so common a word needs.
+# Either way a page is keyset, newest first; the choice only decides which side leads, which
+# no planner can know from a word it has no statistics for (a word nowhere made PostgreSQL walk
+# the whole list, 0.8 s at a million cases).
+DRIVE, WALK, WALK_PROBING = "drive", "walk", "walk-probing"
+FEW, MANY = 2_000, 50_000
+
+
+def condition(dialect_name: str, words: bool, markers: bool, how: str) -> TextClause:
     """The condition "the case's document has every word, every tool and any of the parts",
-    for a search with words and/or markers. On SQLite the matching rowids come from FTS5 once
-    and the list walks its own index newest first, checking each row against them."""
+    for a search with words and/or markers, answered `how`."""
     if dialect_name == "sqlite":
+        if how == WALK_PROBING:
+            return text(
+                "EXISTS (SELECT 1 FROM case_search WHERE case_search MATCH :match "
+                "AND case_search.rowid = cases.rowid)"
+            )
         return text("cases.rowid IN (SELECT rowid FROM case_search WHERE case_search MATCH :match)")
     query = []
     if words:
@@ -119,6 +137,23 @@ def condition(dialect_name: str, words: bool, markers: bool) -> TextClause:
     if markers:
         query.append("to_tsquery('simple', :search_markers)")
     return text(f"cases.search @@ ({' && '.join(query)})")
+
+
+_FTS5_MATCHES = text(
+    "SELECT count(*) FROM (SELECT 1 FROM case_search WHERE case_search MATCH :match LIMIT :bound)"
+)
+
+
+def strategy(dialect_name: str, words: bool, markers: bool, params: dict[str, Any]) -> str:
+    """How to answer a search (see DRIVE, WALK): its matches counted in the index, up to
+    MANY + 1 on SQLite (FTS5 reads only its doclists) and FEW + 1 on PostgreSQL (the GIN
+    index, or the table's first rows when the word is common)."""
+    if dialect_name == "sqlite":
+        matches = sql().execute(_FTS5_MATCHES, {**params, "bound": MANY + 1}).scalar_one()
+        return DRIVE if matches <= FEW else WALK if matches <= MANY else WALK_PROBING
+    some = select(literal_column("1")).where(condition(dialect_name, words, markers, WALK))
+    counted = select(func.count()).select_from(some.limit(FEW + 1).subquery())
+    return DRIVE if sql().execute(counted, params).scalar_one() <= FEW else WALK
 
 
 def parameters(
