@@ -25,12 +25,12 @@ from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
-from sqlalchemy import TextClause, func, literal_column, select, text
+from sqlalchemy import TextClause, func, select, text
 
 from ..grading import PARTS
-from ..models import TestSetTool
+from ..models import Case, TestSetTool
 from ..schemas import WORD_RE
-from .common import dialect, insert_for, sql
+from .common import bulk, dialect, insert_for, sql
 
 MAX_DOCUMENT_CHARS = 100_000  # a run's output may be large; a tsvector holds at most 1 MB
 
@@ -118,6 +118,7 @@ def _tsquery_terms(tools: list[str], parts: list[str]) -> str:
 # no planner can know from a word it has no statistics for (a word nowhere made PostgreSQL walk
 # the whole list, 0.8 s at a million cases).
 DRIVE, WALK, WALK_PROBING = "drive", "walk", "walk-probing"
+INDEX_BUILD_MEMORY = "256MB"  # PostgreSQL's GIN index is built in memory, then written
 FEW, MANY = 2_000, 50_000
 
 
@@ -151,7 +152,7 @@ def strategy(dialect_name: str, words: bool, markers: bool, params: dict[str, An
     if dialect_name == "sqlite":
         matches = sql().execute(_FTS5_MATCHES, {**params, "bound": MANY + 1}).scalar_one()
         return DRIVE if matches <= FEW else WALK if matches <= MANY else WALK_PROBING
-    some = select(literal_column("1")).where(condition(dialect_name, words, markers, WALK))
+    some = select(Case.id).where(condition(dialect_name, words, markers, WALK))
     counted = select(func.count()).select_from(some.limit(FEW + 1).subquery())
     return DRIVE if sql().execute(counted, params).scalar_one() <= FEW else WALK
 
@@ -223,4 +224,6 @@ def indexed_after() -> Iterator[None]:
         ).scalar_one()
         conn.exec_driver_sql("DROP INDEX ix_cases_search")
         yield
+        bulk()  # building it reads every case
+        conn.exec_driver_sql(f"SET LOCAL maintenance_work_mem = '{INDEX_BUILD_MEMORY}'")
         conn.exec_driver_sql(index)
