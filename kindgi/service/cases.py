@@ -11,7 +11,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, select
+from sqlalchemy import Select, bindparam, func, select, text
 
 from ..database import db
 from ..errors import CaseActive, CaseNotFound, CaseRetired
@@ -65,11 +65,15 @@ def _filtered(
     how: str | None,
 ) -> Select[Any]:
     """`query` narrowed to the list's cases and its filters."""
-    query = query.where(
-        Case.agent_pk == bindparam("agent_pk"),
-        Case.project_id == bindparam("project_id"),
-        Case.is_case,
-    )
+    if how == search.DRIVE and dialect_name == "sqlite":
+        # unary + keeps SQLite from the list's index, which it would otherwise still walk
+        # whole: it leads with the search's rowids
+        query = query.where(text("+cases.agent_pk = :agent_pk AND +cases.project_id = :project_id"))
+    else:
+        query = query.where(
+            Case.agent_pk == bindparam("agent_pk"), Case.project_id == bindparam("project_id")
+        )
+    query = query.where(Case.is_case)
     if not retired_too:
         query = query.where(Case.retired_at.is_(None))
     if one_kind:
