@@ -33,7 +33,7 @@ def _document_sql(row: str) -> str:
 
 SQLITE = [
     "CREATE VIRTUAL TABLE case_search USING fts5("
-    "doc, content='', detail=none, columnsize=0, tokenize='unicode61 remove_diacritics 2')",
+    "doc, content='', columnsize=0, tokenize='unicode61 remove_diacritics 2')",
     f"INSERT INTO case_search (rowid, doc) SELECT rowid, {_document_sql('cases')} FROM cases",
     "CREATE TRIGGER cases_search_insert AFTER INSERT ON cases BEGIN "
     f"INSERT INTO case_search (rowid, doc) VALUES (new.rowid, {_document_sql('new')}); END",
