@@ -11,7 +11,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, select, text
+from sqlalchemy import Select, bindparam, func, literal_column, select, table, text
 
 from ..database import db
 from ..errors import CaseActive, CaseNotFound, CaseRetired
@@ -51,8 +51,23 @@ def _cases_query(
 def _count_query(
     dialect_name: str, retired_too: bool, one_kind: bool, given: frozenset[str], how: str | None
 ) -> Select[Any]:
-    """How many cases match, counted up to `limit`: a broad search stays fast."""
-    matching = _filtered(select(Case.id), dialect_name, retired_too, one_kind, given, how)
+    """How many cases match, counted up to `limit`: a broad search stays fast.
+
+    On SQLite a search's count leads with FTS5's matches in the index's order, each case looked
+    up by its rowid, until `limit`: walking the list instead checked each case in FTS5 at some
+    20 µs, and gathering the matches first cost a word in half the cases 150 ms."""
+    searched = {"q", "tool", "part"}
+    if dialect_name == "sqlite" and given & searched:
+        case = _filtered(
+            select(Case.id), dialect_name, retired_too, one_kind, given - searched, None
+        ).where(text("cases.rowid = case_search.rowid"))
+        matching = (
+            select(literal_column("1"))
+            .select_from(table("case_search"))
+            .where(text("case_search MATCH :match"), case.exists())
+        )
+    else:
+        matching = _filtered(select(Case.id), dialect_name, retired_too, one_kind, given, how)
     return select(func.count()).select_from(matching.limit(bindparam("limit")).subquery())
 
 
