@@ -122,9 +122,10 @@ def _filters(
     caller: Principal,
     agent: AgentRef,
     project_id: str,
-    include: str | None,
-    kind: str | None,
-    filters: dict[str, Any],
+    *,
+    include: str | None = None,
+    kind: str | None = None,
+    **filters: Any,
 ) -> _Filters:
     kinds = sorted(set(kind.split(","))) if kind else ["correction", "hand"]
     given = {name: value for name, value in filters.items() if value is not None}
@@ -157,13 +158,11 @@ def _cases_of(
     agent: AgentRef,
     project_id: str,
     *,
-    include: str | None = None,
-    kind: str | None = None,
     limit: int = 25,
     cursor: str | None = None,
     **filters: Any,
 ) -> Page:
-    f = _filters(caller, agent, project_id, include, kind, filters)
+    f = _filters(caller, agent, project_id, **filters)
     return keyset_page(
         lambda after: _cases_query(*f.shape, after), f.params, limit, cursor, f.binding
     )
@@ -227,22 +226,15 @@ def cases_page(
         search.tools(agent.pk, project_id),
     )
     if any(filters.get(name) is not None for name in SEARCH_FILTERS):
-        view.matching = _count(caller, agent, project_id, **filters)
+        view.matching = _count(caller, agent, project_id, filters)
     return view
 
 
-def _count(
-    caller: Principal,
-    agent: AgentRef,
-    project_id: str,
-    *,
-    include: str | None = None,
-    kind: str | None = None,
-    limit: int = 25,
-    cursor: str | None = None,
-    **filters: Any,
-) -> int:
-    f = _filters(caller, agent, project_id, include, kind, filters)
+def _count(caller: Principal, agent: AgentRef, project_id: str, args: dict[str, Any]) -> int:
+    """How many cases match the filters, up to MAX_COUNTED + 1 (the page's `limit` and
+    `cursor` play no part)."""
+    filters = {name: value for name, value in args.items() if name not in ("limit", "cursor")}
+    f = _filters(caller, agent, project_id, **filters)
     return (
         sql().execute(_count_query(*f.shape), {**f.params, "limit": MAX_COUNTED + 1}).scalar_one()
     )
