@@ -78,8 +78,17 @@ RUN, RESULTS, RESULTS_DEEP, COMPARE = (
     "compare first page (25)",
 )
 QUIET = "list first page (25), metrics off"  # the same request to a server counting nothing
+# Searching the cases list: a word in about 1 % of the cases (its first page, and a deep one)
+# and one in half of them (the demo's words, see kindgi/demo.py)
+SEARCH, SEARCH_DEEP, SEARCH_BROAD = (
+    f"search q={demo.SELECTIVE_WORD} (~1 %), first page (25)",
+    f"search q={demo.SELECTIVE_WORD} (~1 %), deep page (25)",
+    f"search q={demo.BROAD_WORD} (~50 %), first page (25)",
+)
+SEARCH_DEEP_PAGES = 40  # 1,000 matches deep: at 1M the word has about 3,300 in the list
 MEASURES = (
-    FIRST, QUIET, DEEP_PAGE, COUNTS, ONE, HTML, RAW, RUN, RESULTS, RESULTS_DEEP, COMPARE, ADD,
+    FIRST, QUIET, DEEP_PAGE, COUNTS, ONE, HTML, RAW, SEARCH, SEARCH_DEEP, SEARCH_BROAD,
+    RUN, RESULTS, RESULTS_DEEP, COMPARE, ADD,
 )  # fmt: skip
 SENDERS, BATCH, SENT = 4, 500, 100_000  # clients sending results at once, a batch, results sent
 CI_CASES = 30_000  # a demo whose demo.drafting test set in PROJECT has 10,000 cases
@@ -410,6 +419,15 @@ def prepare(target: Target, creds: dict[str, str]) -> None:
         raise SystemExit(f"signing in failed: {signed_in.status_code}")
     cookie = f"session={http.cookies['session']}"
 
+    search = f"{cases}&q={demo.SELECTIVE_WORD}"
+    cursor = None
+    for _ in range(SEARCH_DEEP_PAGES):
+        page = get(search + (f"&cursor={cursor}" if cursor else ""))
+        if not page.get("nextCursor"):
+            break  # a small set: its last page is as deep as it goes
+        cursor = page["nextCursor"]
+    search_deep = search + (f"&cursor={cursor}" if cursor else "")
+
     body = json.dumps({"runId": run, **HAND_CASE}, separators=(",", ":"))
     target.depth = walked
     target.requests = {
@@ -423,6 +441,9 @@ def prepare(target: Target, creds: dict[str, str]) -> None:
             None,
         ),
         RAW: (f"{target.raw.base}/cases?agent=1&project={PROJECT}", {}, None),
+        SEARCH: (search, auth, None),
+        SEARCH_DEEP: (search_deep, auth, None),
+        SEARCH_BROAD: (f"{cases}&q={demo.BROAD_WORD}", auth, None),
         ADD: (f"{v1}/test-set/cases", auth, body),
     }
     if target.quiet:
@@ -944,6 +965,17 @@ def judge(results: Results, engines: list[str], sizes: list[int]) -> list[Bar]:
     bars.append(
         Bar("add a hand case (Idempotency-Key), every size", "≥ 300/s on SQLite, 0 errors", values)
     )
+    ratio(
+        "search, a word in ~1 %: first page ÷ plain list, at 1M", (SEARCH, big), (FIRST, big), 0.5
+    )
+    ratio("search, a word in ~1 %: deep page ÷ its first page, at 1M", (SEARCH_DEEP, big),
+          (SEARCH, big), 0.9)  # fmt: skip
+    values = {}
+    for engine in engines:
+        f = results.get(engine, SEARCH_BROAD, big)
+        if f and f.p99_ms is not None:
+            values[engine] = (f"p99 {f.p99_ms:.1f} ms ({f.rps:,.0f} req/s)", f.p99_ms <= 300)
+    bars.append(Bar("search, a word in ~50 %: first page p99, at 1M", "≤ 300 ms", values))
     ratio("read a test run: at 1M ÷ at 1k", (RUN, big), (RUN, small), 0.9)
     ratio("run results first page: at 1M ÷ at 1k", (RESULTS, big), (RESULTS, small), 0.9)
     ratio("run results deep page ÷ first page, at 1M", (RESULTS_DEEP, big), (RESULTS, big), 0.9)

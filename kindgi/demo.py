@@ -40,6 +40,10 @@ OUTPUT = {
     "answer": "Here is a draft.",
     "matches": [{"id": f"m{k}", "title": f"Precedent {k + 1}"} for k in range(3)],
 }
+# Words to search for, and how often they come: `refund` in 1 % of the runs (so of the cases),
+# `urgent` in half of them; either only in the runs' input, which the cases' snapshots keep.
+SELECTIVE_WORD, BROAD_WORD = "refund", "urgent"
+REFUND = " (the customer asks for a refund)"
 REASONS = [
     "duplicate of a newer case",
     "the policy changed",
@@ -107,7 +111,11 @@ def world(cases: int, password: str, token: str, seed: int = 7) -> dict[str, Any
                 "project": project,
                 "version": versions[i % len(versions)],
                 "status": "finished" if i % 50 else "running",
-                "input": {"question": QUESTIONS[i % len(QUESTIONS)]},
+                "input": {
+                    # i % 100 == 1: a finished run (every 50th is still running)
+                    "question": QUESTIONS[i % len(QUESTIONS)] + (REFUND if i % 100 == 1 else ""),
+                    "priority": "urgent" if i % 2 else "routine",
+                },
                 "output": OUTPUT,
                 "calls": [{"tool": TOOLS[i % 4], "args": {"q": "notice period"}}],
                 "at": now - span + span * (i / n_runs),

@@ -182,6 +182,9 @@ class Case(db.Model):
     retired_by_kind: Mapped[str | None] = mapped_column(String(8))
     retired_by_id: Mapped[str | None] = mapped_column(String(64))
     retired_at: Mapped[datetime | None] = mapped_column(DateTime)
+    # What the case is searched by, written once when it is made (`service.search.document`);
+    # the database indexes it with the retire reason (FTS5 on SQLite, `search` on PostgreSQL).
+    search_text: Mapped[str | None] = mapped_column(Text, deferred=True)
 
     __table_args__ = (Index("ix_cases_list", "agent_pk", "project_id", "added_at", "id"),)
 
@@ -227,6 +230,16 @@ class Tally(db.Model):
     retired: Mapped[bool] = mapped_column(Boolean, primary_key=True)
     expert: Mapped[bool] = mapped_column(Boolean, primary_key=True)
     n: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class TestSetTool(db.Model):
+    """A tool that some case of a test set names (in shouldCall or mustNotCall), written with
+    the case: the cases page offers these to filter by without reading every case."""
+
+    __tablename__ = "test_set_tools"
+    agent_pk: Mapped[int] = mapped_column(ForeignKey("agents.pk"), primary_key=True)
+    project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"), primary_key=True)
+    tool: Mapped[str] = mapped_column(String(200), primary_key=True)
 
 
 class IdempotencyRecord(db.Model):
@@ -386,3 +399,14 @@ class JudgeQuestion(db.Model):
         UniqueConstraint("run_pk", "case_id", "kind", name="uq_judge_questions_case"),
         Index("ix_judge_questions_open", "outcome", "lease_until"),
     )
+
+
+def modelled(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+    """Alembic's `include_object`: leave out what the search index adds beside the models (see
+    migration 0006), SQLite's FTS5 table and PostgreSQL's generated column, which no model
+    describes."""
+    if type_ == "table":
+        return not str(name).startswith("case_search")
+    if type_ == "column":
+        return not (name == "search" and obj.table.name == "cases")
+    return name != "ix_cases_search"

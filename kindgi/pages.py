@@ -7,7 +7,8 @@ validated by the same marshmallow schemas as the JSON API, and errors come back 
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+import re
+from datetime import date, timedelta
 from typing import Any
 from urllib.parse import urlencode, urlparse
 
@@ -24,17 +25,23 @@ from flask import (
 from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required, login_user, logout_user
 from jsonpointer import JsonPointerException, resolve_pointer
+from markupsafe import Markup, escape
 
 from . import http, reports, schemas, service
 from .errors import BadInput, DomainError, TooManyAttempts, bad_input
+from .service import search
 
 bp = Blueprint("pages", __name__)
 
 CASE_ROWS, ITEM_ROWS = 2, 2  # empty rows offered on a fresh form
 
 
+SEARCH_FIELDS = ("q", "tool", "expert", "addedBy", "addedAfter", "addedBefore")
+
+
 def register_filters(app: Flask) -> None:
     """The templates' filters."""
+    app.add_template_filter(_highlighted, "highlight")
     app.add_template_filter(schemas.rfc3339, "rfc3339")
     app.add_template_filter(lambda week, weekly: weekly.get(week, 0), "weekly_count")
     app.add_template_filter(_pointed_at, "pointer")
@@ -44,6 +51,21 @@ def register_filters(app: Flask) -> None:
 def _as_json(value: Any, indent: int | None = None) -> str:
     """JSON for people to read; the template's autoescaping makes it safe HTML."""
     return json.dumps(value, ensure_ascii=False, indent=indent)
+
+
+def _highlighted(value: Any, words: set[str]) -> Markup:
+    """Text (or HTML Markup) with the words searched for marked, as the index matches them:
+    whole, in any case, with or without accents."""
+    plain = value.unescape() if isinstance(value, Markup) else str(value)
+    if not words:
+        return escape(plain)
+    out, at = [], 0
+    for found in search.WORD_RE.finditer(plain):
+        if search.folded(found.group()) in words:
+            out += [escape(plain[at : found.start()]), Markup("<mark>%s</mark>") % found.group()]
+            at = found.end()
+    out.append(escape(plain[at:]))
+    return Markup("").join(out)
 
 
 def _pointed_at(document: Any, pointer: str) -> Any:
@@ -108,10 +130,31 @@ def overview():
 # ---------------------------------------------------------------- experts: the cases
 
 
+DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def _cases_args() -> dict[str, Any]:
+    """The cases page's query as the API's: fields left empty left out, the part boxes
+    joined, and a day (the form's date inputs) as its start, `addedBefore` as the next day's,
+    so both days given are included."""
+    args = {name: value for name, value in request.args.items() if value != ""}
+    parts = [p for p in request.args.getlist("part") if p]
+    if parts:
+        args["part"] = ",".join(parts)
+    for name, days in (("addedAfter", 0), ("addedBefore", 1)):
+        if DATE_RE.fullmatch(args.get(name, "")):
+            try:
+                day = date.fromisoformat(args[name]) + timedelta(days=days)
+            except ValueError:
+                continue  # not a day: the schema says so
+            args[name] = f"{day.isoformat()}T00:00:00Z"
+    return args
+
+
 @bp.get("/agents/<agent_id>/test-set/cases")
 @login_required
 def cases(agent_id: str):
-    args = schemas.load(schemas.CasesQuery, request.args.to_dict())
+    args = schemas.load(schemas.CasesQuery, _cases_args())
     project_id = args.pop("projectId")
     swap = bool(request.headers.get("HX-Request")) and not request.headers.get(
         "HX-History-Restore-Request"
@@ -126,8 +169,14 @@ def cases(agent_id: str):
         "project_id": project_id,
         "kind": args.get("kind", ""),
         "include": args.get("include", ""),
+        "search": {name: request.args.get(name, "") for name in SEARCH_FIELDS},
+        "parts": args.get("part", []),
+        "words": {search.folded(w) for w in search.words_of(args.get("q", ""))},
         "page": view.page,
         "counts": view.counts,
+        "tools": view.tools,
+        "matching": view.matching,
+        "max_counted": service.MAX_COUNTED,
         "may_publish": view.may_publish,
         "more_url": _more_url(view.page),
     }
@@ -141,9 +190,9 @@ def _restart_list(err: DomainError, note: str) -> ResponseReturnValue:
     Any other bad input is the 400 it is."""
     if not str((err.details or {}).get("reason", "")).startswith("cursor-"):
         raise err
-    args = request.args.to_dict()
+    args = request.args.to_dict(flat=False)
     del args["cursor"]
-    target = f"{request.path}?{urlencode(args)}" if args else request.path
+    target = f"{request.path}?{urlencode(args, doseq=True)}" if args else request.path
     flash(note)
     if request.headers.get("HX-Request"):
         return "", 204, {"HX-Redirect": target}  # htmx goes there as a whole page
@@ -153,9 +202,9 @@ def _restart_list(err: DomainError, note: str) -> ResponseReturnValue:
 def _more_url(page: service.Page) -> str | None:
     if not page.next_cursor:
         return None
-    args = request.args.to_dict()
-    args["cursor"] = page.next_cursor
-    return f"{request.path}?{urlencode(args)}"
+    args = request.args.to_dict(flat=False)
+    args["cursor"] = [page.next_cursor]
+    return f"{request.path}?{urlencode(args, doseq=True)}"
 
 
 @bp.get("/agents/<agent_id>/test-set/export")

@@ -38,6 +38,7 @@ from .models import (
     Token,
     User,
 )
+from .service import search
 
 BATCH = 20_000
 
@@ -193,6 +194,8 @@ class _Loader:
         self.groups = {g.id: g for g in db.session.scalars(select(Group))}
         self.runs: dict[str, dict[str, Any]] = {}
         self.expects: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+        self.expect_words: dict[int, tuple[dict[str, Any], str]] = {}
+        self.tools: set[tuple[int, str, str]] = set()  # (agent_pk, project_id, tool) named
         self.first_case: dict[str, datetime] = {}  # run id → when its first case was added
 
     def entries(self, name: str) -> Iterable[tuple[str, dict[str, Any]]]:
@@ -261,6 +264,15 @@ class _Loader:
         expect = service.expect_of(self.body(entry, where))
         self.expects[id(body)] = (body, expect)  # holding `body` keeps its id from being reused
         return expect
+
+    def search_text(self, expect: dict[str, Any], run: dict[str, Any]) -> str:
+        """A case's searched text, its expectation's and its run's words each made once."""
+        said = self.expect_words.get(id(expect))
+        if said is None or said[0] is not expect:
+            said = self.expect_words[id(expect)] = (expect, search.expect_words(expect))
+        if "_words" not in run:
+            run["_words"] = search.run_words(run["input"], run["output"])
+        return search.document(said[1], run["_words"])
 
     def body(self, entry: dict[str, Any], where: str) -> dict[str, Any]:
         raw = entry.get("body")
@@ -372,10 +384,14 @@ class _Loader:
             self.groups[g["id"]] = group
         db.session.flush()
         counts["runs"] = _bulk(Run, self._runs())
-        cases = _bulk(
-            Case, self._noting_first(itertools.chain(self._corrections(), self._hand_cases()))
-        )
+        with search.indexed_after():
+            cases = _bulk(
+                Case, self._noting_first(itertools.chain(self._corrections(), self._hand_cases()))
+            )
         counts["snapshots"] = _bulk(Snapshot, self._snapshots())
+        search.note_tools(
+            [{"agent_pk": a, "project_id": p, "tool": t} for a, p, t in sorted(self.tools)]
+        )
         counts["cases"] = cases
         service.rebuild_tallies()
         counts["test runs"] = self._test_runs()
@@ -454,6 +470,9 @@ class _Loader:
         if tenant != run["tenant_id"]:
             raise WorldError(f"{where}: {e['by']!r} is not of the run's tenant")
         at = _time(e["at"], where)
+        expect = self.expect(e, where)
+        for tool in search.tools_of(expect):
+            self.tools.add((run["agent_pk"], run["project_id"], tool))
         row = {
             "id": e["id"],
             "tenant_id": tenant,
@@ -461,7 +480,8 @@ class _Loader:
             "project_id": run["project_id"],
             "run_id": run["id"],
             "made_on": run["version"],
-            "expect": self.expect(e, where),
+            "expect": expect,
+            "search_text": self.search_text(expect, run),
             "added_by_kind": kind,
             "added_by_id": e["by"],
             "added_at": at,

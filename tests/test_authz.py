@@ -123,6 +123,9 @@ V1 = {
     "list cases": Route("GET", f"/v1/agents/{AGENT}/test-set/cases?projectId={P1}",
                         missing=(f"/v1/agents/{AGENT}/test-set/cases?projectId={UNKNOWN_PROJECT}",
                                  None)),
+    "search cases": Route(
+        "GET", f"/v1/agents/{AGENT}/test-set/cases?projectId={P1}&q=lease&tool=lookup&expert=false",
+        missing=(f"/v1/agents/{AGENT}/test-set/cases?projectId={UNKNOWN_PROJECT}&q=lease", None)),
     "add a case": Route("POST", f"/v1/agents/{AGENT}/test-set/cases",
                         {"runId": "run-1", "answer": "right"},
                         missing=(f"/v1/agents/{AGENT}/test-set/cases",
@@ -243,6 +246,7 @@ TRNF = "404 test-run-not-found"
 TABLE = {
     "counts": ("404 project-not-found", "200", f"403 {R1}", "200", "200", "200"),
     "list cases": ("404 project-not-found", "200", f"403 {R1}", "200", "200", "200"),
+    "search cases": ("404 project-not-found", "200", f"403 {R1}", "200", "200", "200"),
     "add a case": ("404 run-not-found", f"403 {D}", f"403 {R1}", f"403 {D}", "201", "201"),
     "add a case, two projects": ("404 agent-not-found", f"403 {M} {W2}", f"403 {R2} {W2}",
                                  f"403 {M} {R2} {W2}", "201", f"403 {M} {R2} {W2}"),

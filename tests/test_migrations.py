@@ -9,13 +9,16 @@ from flask_migrate import downgrade, upgrade
 from sqlalchemy import inspect
 
 from kindgi.database import db
+from kindgi.models import modelled
 
 
 def test_the_migrations_build_exactly_the_models_schema(databases):
     with app_on(databases, databases.empty()) as app, app.app_context():
         upgrade()
         with db.engine.connect() as conn:
-            context = MigrationContext.configure(conn, opts={"compare_type": True})
+            context = MigrationContext.configure(
+                conn, opts={"compare_type": True, "include_object": modelled}
+            )
             assert compare_metadata(context, db.metadata) == []
 
 

@@ -3,6 +3,8 @@
 from alembic import context
 from flask import current_app
 
+from kindgi.models import modelled
+
 config = context.config
 db = current_app.extensions["migrate"].db
 
@@ -23,6 +25,7 @@ def run_online() -> None:
 
     options = dict(current_app.extensions["migrate"].configure_args)
     options.setdefault("process_revision_directives", skip_empty)
+    options.setdefault("include_object", modelled)
     with db.engine.connect() as connection:
         context.configure(connection=connection, target_metadata=db.metadata, **options)
         with context.begin_transaction():

@@ -24,6 +24,7 @@ from marshmallow import (
     ValidationError,
     fields,
     post_dump,
+    post_load,
     pre_load,
     validate,
     validates_schema,
@@ -31,6 +32,7 @@ from marshmallow import (
 from sqlalchemy.engine import Row
 
 from ..errors import bad_input
+from ..grading import PARTS
 from ..models import CORRECTION_STATUSES
 
 UUID_RE = re.compile(
@@ -39,6 +41,8 @@ UUID_RE = re.compile(
 KIND_RE = re.compile(r"^(correction|hand)(,(correction|hand))*$")
 MAX_ARGS_JSON_CHARS = 4000
 VERDICTS = ("right", "wrong")
+MAX_SEARCH_CHARS = 200
+WORD_RE = re.compile(r"[^\W_]+")  # a word, as the search indexes cut text, about
 
 
 # ---------------------------------------------------------------- fields
@@ -325,11 +329,87 @@ class PageQuery(TestSetQuery, Paging):
     """A page of one of an agent's lists in a project."""
 
 
+class CommaList(fields.String):
+    """Comma-separated names, each one of `choices`: loaded as a sorted list without repeats."""
+
+    def __init__(self, choices: tuple[str, ...], **kwargs: Any) -> None:
+        self.choices = choices
+        super().__init__(**kwargs)
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> list[str]:
+        names = super()._deserialize(value, attr, data, **kwargs).split(",")
+        if not all(name in self.choices for name in names):
+            raise ValidationError(f"Comma-separated {', '.join(self.choices)}.")
+        return sorted(set(names))
+
+
+class SearchText(fields.String):
+    """Words to search for: 1..200 characters with at least one word in them."""
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> str:
+        text = super()._deserialize(value, attr, data, **kwargs).strip()
+        if not 1 <= len(text) <= MAX_SEARCH_CHARS:
+            raise ValidationError(f"1 to {MAX_SEARCH_CHARS} characters.")
+        if "\x00" in text or not WORD_RE.search(text):
+            raise ValidationError("Give at least one word to search for.")
+        return text
+
+
 class CasesQuery(PageQuery):
     include = fields.String(validate=validate.OneOf(("retired",)))
     kind = fields.String(
         validate=validate.Regexp(KIND_RE, error="Comma-separated correction and hand.")
     )
+    q = SearchText(
+        metadata={
+            "description": "Words to find, each as a whole word, in any case and with or "
+            "without accents: in what the case expects (shouldSay, why, tools, item keys, the "
+            "retire reason) and in its run's input and output. Every word must match."
+        }
+    )
+    tool = fields.String(
+        validate=_nonempty_max(200),
+        metadata={
+            "description": "Cases whose expectation names this tool (shouldCall or mustNotCall)."
+        },
+    )
+    part = CommaList(
+        PARTS,
+        metadata={
+            "description": "Comma-separated decisions, answer and items: cases with "
+            "any of these parts."
+        },
+    )
+    expert = fields.String(
+        validate=validate.OneOf(("true", "false")),
+        metadata={"description": "true: experts' cases only; false: the others."},
+    )
+    added_by = fields.String(
+        data_key="addedBy",
+        validate=_nonempty_max(64),
+        metadata={
+            "description": "Cases added by this user (its id) or service token (its public id)."
+        },
+    )
+    run_id = fields.String(
+        data_key="runId",
+        validate=_nonempty_max(200),
+        metadata={"description": "Cases of this run."},
+    )
+    added_after = Timestamp(
+        data_key="addedAfter",
+        metadata={"description": "Cases added at or after this time (RFC 3339)."},
+    )
+    added_before = Timestamp(
+        data_key="addedBefore",
+        metadata={"description": "Cases added before this time (RFC 3339)."},
+    )
+
+    @post_load
+    def _expert(self, data: dict[str, Any], **_: Any) -> dict[str, Any]:
+        if "expert" in data:
+            data["expert"] = data["expert"] == "true"
+        return data
 
 
 EXPORT_FORMATS = ("jsonl", "csv")

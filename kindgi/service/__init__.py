@@ -19,6 +19,7 @@ record commit together. Another tenant's things look exactly like things that do
 """
 
 from .cases import (
+    MAX_COUNTED,
     CasesView,
     CaseView,
     cases_page,
@@ -74,6 +75,7 @@ from .versions import diff_versions, list_versions
 __all__ = [
     "LOGIN_MAX_FAILURES",
     "LOGIN_WINDOW",
+    "MAX_COUNTED",
     "TOKEN_PREFIX",
     "CaseView",
     "CasesView",

@@ -7,18 +7,20 @@ active and the retired cell in the same transaction.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, Text, bindparam, cast, select
+from sqlalchemy import Select, Text, bindparam, cast, func, literal_column, select, table, text
 
 from ..database import db
 from ..errors import CaseActive, CaseNotFound, CaseRetired
 from ..models import Case, Snapshot, VersionMember
 from ..schemas import CASE_FIELDS
+from . import search
 from .access import AgentRef, Grants, find_agent, grants, readable
-from .common import clock, sql
+from .common import clock, dialect, sql
 from .counts import Counts, counts_of, tally_retirements
 from .identity import Principal
 from .paging import Page, keyset_page, newest_first
@@ -28,37 +30,107 @@ from .versions import find_version
 CASE_COLUMNS = tuple(Case.__table__.c[name] for name in CASE_FIELDS)
 
 
-def _of_the_set(query: Select[Any], retired_too: bool) -> Select[Any]:
-    """`query` kept to the cases of one test set (`agent_pk` and `project_id` bound), the
-    retired ones too or not."""
-    query = query.where(
-        Case.agent_pk == bindparam("agent_pk"),
-        Case.project_id == bindparam("project_id"),
-        Case.is_case,
-    )
-    return query if retired_too else query.where(Case.retired_at.is_(None))
-
-
 @cache
-def _cases_query(retired_too: bool, one_kind: bool, after: bool) -> Select[Any]:
-    """The cases list's statement for one shape of filters, built once."""
-    query = _of_the_set(select(*CASE_COLUMNS), retired_too)
-    if one_kind:
-        query = query.where(Case.kind == bindparam("kind"))
+def _cases_query(
+    dialect_name: str,
+    retired_too: bool,
+    one_kind: bool,
+    given: frozenset[str],
+    how: str | None,
+    after: bool,
+) -> Select[Any]:
+    """The cases list's statement for one shape of filters (`given` names the other filters
+    present), built once."""
+    query = _filtered(select(*CASE_COLUMNS), dialect_name, retired_too, one_kind, given, how)
+    if how == search.DRIVE:
+        # the same order, in a form no index serves: the planner must lead with the search's
+        # few matches and sort them, not walk the whole list for them
+        return newest_first(query, func.coalesce(Case.added_at, Case.added_at), Case.id, after)
     return newest_first(query, Case.added_at, Case.id, after)
 
 
-def _cases_of(
+@cache
+def _count_query(
+    dialect_name: str, retired_too: bool, one_kind: bool, given: frozenset[str], how: str | None
+) -> Select[Any]:
+    """How many cases match, counted up to `limit`: a broad search stays fast.
+
+    On SQLite a search's count leads with FTS5's matches in the index's order, each case looked
+    up by its rowid, until `limit`: walking the list instead checked each case in FTS5 at some
+    20 µs, and gathering the matches first cost a word in half the cases 150 ms."""
+    searched = {"q", "tool", "part"}
+    if dialect_name == "sqlite" and given & searched:
+        case = _filtered(
+            select(Case.id), dialect_name, retired_too, one_kind, given - searched, None
+        ).where(text("cases.rowid = case_search.rowid"))
+        matching = (
+            select(literal_column("1"))
+            .select_from(table("case_search"))
+            .where(text("case_search MATCH :match"), case.exists())
+        )
+    else:
+        matching = _filtered(select(Case.id), dialect_name, retired_too, one_kind, given, how)
+    return select(func.count()).select_from(matching.limit(bindparam("limit")).subquery())
+
+
+def _filtered(
+    query: Select[Any],
+    dialect_name: str,
+    retired_too: bool,
+    one_kind: bool,
+    given: frozenset[str],
+    how: str | None,
+) -> Select[Any]:
+    """`query` narrowed to the list's cases and its filters."""
+    if how == search.DRIVE and dialect_name == "sqlite":
+        # unary + keeps SQLite from the list's index, which it would otherwise still walk
+        # whole: it leads with the search's rowids
+        query = query.where(text("+cases.agent_pk = :agent_pk AND +cases.project_id = :project_id"))
+    else:
+        query = query.where(
+            Case.agent_pk == bindparam("agent_pk"), Case.project_id == bindparam("project_id")
+        )
+    query = query.where(Case.is_case)
+    if not retired_too:
+        query = query.where(Case.retired_at.is_(None))
+    if one_kind:
+        query = query.where(Case.kind == bindparam("kind"))
+    words, markers = "q" in given, bool(given & {"tool", "part"})
+    if words or markers:
+        query = query.where(search.condition(dialect_name, words, markers, how or search.WALK))
+    if "expert" in given:
+        query = query.where(Case.expert == bindparam("expert"))
+    if "added_by" in given:
+        query = query.where(Case.added_by_id == bindparam("added_by"))
+    if "run_id" in given:
+        query = query.where(Case.run_id == bindparam("run_id"))
+    if "added_after" in given:
+        query = query.where(Case.added_at >= bindparam("added_after", type_=Case.added_at.type))
+    if "added_before" in given:
+        query = query.where(Case.added_at < bindparam("added_before", type_=Case.added_at.type))
+    return query
+
+
+@dataclass
+class _Filters:
+    """A list's filters as the statements bind them, and the shape that picks the statement."""
+
+    params: dict[str, Any]
+    binding: dict[str, Any]
+    shape: tuple[str, bool, bool, frozenset[str], str | None]
+
+
+def _filters(
     caller: Principal,
     agent: AgentRef,
     project_id: str,
     *,
     include: str | None = None,
     kind: str | None = None,
-    limit: int = 25,
-    cursor: str | None = None,
-) -> Page:
+    **filters: Any,
+) -> _Filters:
     kinds = sorted(set(kind.split(","))) if kind else ["correction", "hand"]
+    given = {name: value for name, value in filters.items() if value is not None}
     binding = {
         "list": "cases",
         "agent": agent.pk,
@@ -66,14 +138,46 @@ def _cases_of(
         "include": include or "",
         "kind": kinds,
         "caller": caller.scope,
+        # the new filters only when given: a cursor of the plain list keeps its binding
+        **{name: _bound(value) for name, value in given.items()},
     }
-    return keyset_page(
-        lambda after: _cases_query(include == "retired", len(kinds) == 1, after),
-        {"agent_pk": agent.pk, "project_id": project_id, "kind": kinds[0]},
-        limit,
-        cursor,
-        binding,
+    params = {"agent_pk": agent.pk, "project_id": project_id, "kind": kinds[0], **given}
+    name = dialect()
+    how = None
+    words, markers = "q" in given, "tool" in given or "part" in given
+    if words or markers:
+        params.update(
+            search.parameters(name, given.get("q"), _listed(given, "tool"), _listed(given, "part"))
+        )
+        how = search.strategy(name, words, markers, params)
+    return _Filters(
+        params, binding, (name, include == "retired", len(kinds) == 1, frozenset(given), how)
     )
+
+
+def _cases_of(
+    caller: Principal,
+    agent: AgentRef,
+    project_id: str,
+    *,
+    limit: int = 25,
+    cursor: str | None = None,
+    **filters: Any,
+) -> Page:
+    f = _filters(caller, agent, project_id, **filters)
+    return keyset_page(
+        lambda after: _cases_query(*f.shape, after), f.params, limit, cursor, f.binding
+    )
+
+
+def _listed(filters: dict[str, Any], name: str) -> list[str]:
+    value = filters.get(name)
+    return [] if value is None else value if isinstance(value, list) else [value]
+
+
+def _bound(value: Any) -> Any:
+    """A filter's value as a cursor's binding keeps it (JSON)."""
+    return value.isoformat() if isinstance(value, datetime) else value
 
 
 def list_cases(caller: Principal, agent_id: str, project_id: str, **filters: Any) -> Page:
@@ -82,14 +186,30 @@ def list_cases(caller: Principal, agent_id: str, project_id: str, **filters: Any
     return _cases_of(caller, agent, project_id, **filters)
 
 
+MAX_COUNTED = 10_000  # past this many matches the page says "over 10,000"
+SEARCH_FILTERS = (
+    "q",
+    "tool",
+    "part",
+    "expert",
+    "added_by",
+    "run_id",
+    "added_after",
+    "added_before",
+)
+
+
 @dataclass
 class CasesView:
-    """What the cases page shows: a page of cases, the counts, and whether the caller may
-    publish (add, retire, restore) there."""
+    """What the cases page shows: a page of cases, the counts, whether the caller may publish
+    (add, retire, restore) there; with the counts, the tools to filter by and, when filtered,
+    how many cases match (up to `MAX_COUNTED + 1`)."""
 
     page: Page
     counts: Counts | None
     may_publish: bool
+    tools: list[str] = field(default_factory=list)
+    matching: int | None = None
 
 
 def cases_page(
@@ -99,8 +219,27 @@ def cases_page(
     needs no counts)."""
     agent, may = readable(caller, agent_id, project_id)
     page = _cases_of(caller, agent, project_id, **filters)
-    counts = counts_of(agent.pk, agent.id, project_id) if with_counts else None
-    return CasesView(page, counts, may.may_publish)
+    if not with_counts:
+        return CasesView(page, None, may.may_publish)
+    view = CasesView(
+        page,
+        counts_of(agent.pk, agent.id, project_id),
+        may.may_publish,
+        search.tools(agent.pk, project_id),
+    )
+    if any(filters.get(name) is not None for name in SEARCH_FILTERS):
+        view.matching = _count(caller, agent, project_id, filters)
+    return view
+
+
+def _count(caller: Principal, agent: AgentRef, project_id: str, args: dict[str, Any]) -> int:
+    """How many cases match the filters, up to MAX_COUNTED + 1 (the page's `limit` and
+    `cursor` play no part)."""
+    filters = {name: value for name, value in args.items() if name not in ("limit", "cursor")}
+    f = _filters(caller, agent, project_id, **filters)
+    return (
+        sql().execute(_count_query(*f.shape), {**f.params, "limit": MAX_COUNTED + 1}).scalar_one()
+    )
 
 
 # ---------------------------------------------------------------- one case
@@ -238,7 +377,9 @@ EXPORT_CHUNK = 250  # cases read at a time (a run may hold up to a MiB): streame
 
 
 @cache
-def _export_query(retired_too: bool, of_version: bool, after: bool) -> Select[Any]:
+def _export_query(
+    dialect_name: str, retired_too: bool, of_version: bool, after: bool
+) -> Select[Any]:
     """A chunk of the export: the list's columns, then the snapshot's input, output and calls
     as the JSON text stored (written out as they are, never parsed)."""
     raw = [cast(column, Text) for column in (Snapshot.input, Snapshot.output, Snapshot.calls)]
@@ -249,7 +390,8 @@ def _export_query(retired_too: bool, of_version: bool, after: bool) -> Select[An
             VersionMember.case_id > bindparam("after_id"),
         )
         return query.order_by(VersionMember.case_id).limit(bindparam("limit"))
-    return newest_first(_of_the_set(query, retired_too), Case.added_at, Case.id, after)
+    query = _filtered(query, dialect_name, retired_too, False, frozenset(), None)
+    return newest_first(query, Case.added_at, Case.id, after)
 
 
 def export_cases(
@@ -272,7 +414,7 @@ def export_cases(
     def chunks() -> Iterator[Any]:
         after = False
         while True:
-            query = _export_query(include == "retired", version is not None, after)
+            query = _export_query(dialect(), include == "retired", version is not None, after)
             rows = sql().execute(query, params).all()
             yield from rows
             if len(rows) < EXPORT_CHUNK:

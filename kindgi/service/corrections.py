@@ -20,6 +20,7 @@ from ..errors import (
     bad_input,
 )
 from ..models import Case, Group, Run, Snapshot
+from . import search
 from .access import AgentRef, find_agent, require
 from .common import clock, dialect, insert_for, new_id, sql
 from .counts import tally
@@ -75,7 +76,9 @@ def _take_snapshot(dialect_name: str) -> Insert:
     )
 
 
-_SNAPSHOT_OUTPUT = select(Snapshot.output).where(Snapshot.run_id == bindparam("run"))
+_SNAPSHOT_CONTENT = select(Snapshot.input, Snapshot.output).where(
+    Snapshot.run_id == bindparam("run")
+)
 
 
 def _check_items(items: Iterable[dict[str, Any]], output: Any) -> None:
@@ -105,17 +108,22 @@ def _new_case(
     a Python-side default would read None on it, so every caller passes every column it sets."""
     now = clock()
     sql().execute(_take_snapshot(dialect()), {"run": run.id, "now": now})
+    snapshot = sql().execute(_SNAPSHOT_CONTENT, {"run": run.id}).one()
     items = body.get("items", [])
     if any("pointer" in item for item in items):
-        _check_items(items, sql().execute(_SNAPSHOT_OUTPUT, {"run": run.id}).scalar_one())
+        _check_items(items, snapshot.output)
     by = caller.actor
+    expect = expect_of(body)
     values = {
         "tenant_id": caller.tenant_id,
         "agent_pk": agent.pk,
         "project_id": run.project_id,
         "run_id": run.id,
         "made_on": run.version,
-        "expect": expect_of(body),
+        "expect": expect,
+        "search_text": search.document(
+            search.expect_words(expect), search.run_words(snapshot.input, snapshot.output)
+        ),
         "added_by_kind": by["kind"],
         "added_by_id": by["id"],
         "added_at": now,
@@ -123,6 +131,12 @@ def _new_case(
         **kw,
     }
     sql().execute(Case.__table__.insert(), values)
+    search.note_tools(
+        [
+            {"agent_pk": agent.pk, "project_id": run.project_id, "tool": t}
+            for t in set(search.tools_of(expect))
+        ]
+    )
     case = Case(**values)
     tally(case, +1)
     return case

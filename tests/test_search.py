@@ -1,0 +1,274 @@
+"""Finding cases: the cases list's full-text search and filters, on both engines.
+
+The contract is docs/reference/list-cases.md. The world (tests/world.json) gives acme.drafting in
+P1 cor-1 (run-1: "Draft a lease clause", tool lookup, by u-writer), case-1 (run-1, retired as a
+"duplicate", by u-publisher) and case-2 (run-2, item k1); globex has its own acme.drafting with
+cor-g on a run that says the same words. Each test adds, through the API, a run in French and two
+cases that speak of refunds (`more_cases`).
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from conftest import AGENT, P1, PG, ok, refused
+from flask_migrate import downgrade, upgrade
+from sqlalchemy import select, text
+
+from kindgi.database import db
+from kindgi.models import Case
+from kindgi.schemas import WORD_RE
+from kindgi.service import search
+from kindgi.service.common import dialect
+
+T0 = datetime(2026, 12, 1, 12, 0, 0)
+H1_BODY = {
+    "decisions": "wrong",
+    "mustNotCall": ["send_email"],
+    "answer": "wrong",
+    "shouldSay": "Offer the Refund policy",
+}
+C1_BODY = {"answer": "wrong", "why": "Mentioned the REFUND too late"}
+
+
+def cases_url(agent: str = AGENT, project: str = P1, **params: Any) -> str:
+    return f"/v1/agents/{agent}/test-set/cases?{urlencode({'projectId': project, **params})}"
+
+
+def found(api, as_: str = "admin", **params: Any) -> list[str]:
+    """The ids the list answers with these filters, all pages, newest first."""
+    ids: list[str] = []
+    cursor = None
+    while True:
+        page = ok(api.get(cases_url(**params, **({"cursor": cursor} if cursor else {})), as_=as_))
+        ids += [case["id"] for case in page["data"]]
+        if not page["hasMore"]:
+            return ids
+        cursor = page["nextCursor"]
+
+
+@pytest.fixture(params=[search.DRIVE, search.WALK, search.WALK_PROBING])
+def how(request, monkeypatch) -> str:
+    """Each way a search is answered (see `search.strategy`), chosen by moving the bounds
+    the test world's few matches are measured against."""
+    if request.param != search.DRIVE:
+        monkeypatch.setattr(search, "FEW", -1)
+    if request.param == search.WALK_PROBING:
+        monkeypatch.setattr(search, "MANY", -1)
+    return request.param
+
+
+@pytest.fixture
+def more_cases(api, set_clock) -> dict[str, str]:
+    """A finished run in French, a hand case on it (h1) and a correction by CI's token (c1)."""
+    set_clock(T0)
+    run = {
+        "projectId": P1,
+        "version": "1.1.0",
+        "status": "finished",
+        "input": {"q": "Remboursement du café"},
+        "output": {"answer": "Le client veut être remboursé", "matches": [{"id": "m0"}]},
+    }
+    run_id = ok(api.post(f"/v1/agents/{AGENT}/runs", json=run), 201)["id"]
+    body = {"runId": run_id, **H1_BODY}
+    h1 = ok(api.post(f"/v1/agents/{AGENT}/test-set/cases", body, as_="publisher"), 201)
+    set_clock(T0 + timedelta(minutes=1))
+    c1 = ok(
+        api.post(f"/v1/agents/{AGENT}/runs/run-2/corrections", C1_BODY, as_="ci"),
+        201,
+    )
+    return {"run": run_id, "h1": h1["id"], "c1": c1["id"]}
+
+
+# ---------------------------------------------------------------- each filter
+
+
+def test_words_match_in_the_snapshot_whole_in_any_case_and_all_of_them(api, more_cases, how):
+    assert found(api, q="lease") == ["cor-1"]  # only in run-1's input and output
+    assert found(api, q="LEASE Clause") == ["cor-1"]
+    assert found(api, q="lease two") == []  # every word: "two" is run-2's
+    assert found(api, q="leas") == []  # whole words
+    assert found(api, q="   lease!  ") == ["cor-1"]
+
+
+def test_accents_and_case_are_folded_both_ways(api, more_cases, how):
+    h1 = more_cases["h1"]
+    for q in ("cafe", "CAFÉ", "café", "rembourse", "REMBOURSÉ", "Être"):
+        assert found(api, q=q) == [h1], q
+    assert found(api, q="rembours") == []
+
+
+def test_words_of_the_expectation_are_found(api, more_cases):
+    h1, c1 = more_cases["h1"], more_cases["c1"]
+    assert found(api, q="refund") == [c1, h1]  # shouldSay and why, newest first
+    assert found(api, q="policy refund") == [h1]
+    assert found(api, q="send_email") == [h1]  # a tool it names
+    assert found(api, q="lookup") == ["cor-1"]
+    assert found(api, q="k1") == ["case-2"]  # an item's key
+
+
+def test_a_retired_case_is_found_only_with_include_retired_and_by_its_reason(api, more_cases, how):
+    assert found(api, q="duplicate") == []
+    assert found(api, q="duplicate", include="retired") == ["case-1"]
+    assert found(api, q="lease", include="retired") == ["case-1", "cor-1"]
+
+
+def test_another_tenants_cases_are_never_found(api, more_cases, how):
+    assert found(api, q="clause") == ["cor-1"]
+    assert found(api, as_="globex", project=PG, q="clause") == ["cor-g"]
+    assert found(api, as_="globex", project=PG, q="refund") == []
+    assert found(api, as_="globex", project=PG, tool="lookup") == []
+
+
+def test_tool_is_exact_among_should_call_and_must_not_call(api, more_cases):
+    assert found(api, tool="send_email") == [more_cases["h1"]]
+    assert found(api, tool="lookup") == ["cor-1"]
+    assert found(api, tool="send") == []
+    assert found(api, tool="Lookup") == []
+
+
+def test_part_any_of_them(api, more_cases):
+    h1, c1 = more_cases["h1"], more_cases["c1"]
+    assert found(api, part="items") == ["case-2"]
+    assert found(api, part="decisions") == [h1, "cor-1"]
+    assert found(api, part="answer,items") == [c1, h1, "case-2"]
+    assert found(api, part="answer", include="retired") == [c1, h1, "case-1"]
+
+
+def test_expert_added_by_run_and_dates(api, more_cases):
+    h1, c1, run = more_cases["h1"], more_cases["c1"], more_cases["run"]
+    assert found(api, expert="true") == [h1, "case-2"]
+    assert found(api, expert="false") == [c1, "cor-1"]
+    assert found(api, addedBy="u-writer") == ["cor-1"]
+    assert found(api, addedBy="tok-ci") == [c1]  # a service's token, by its public id
+    assert found(api, addedBy="u-publisher", include="retired") == [h1, "case-2", "case-1"]
+    assert found(api, runId="run-1", include="retired") == ["case-1", "cor-1"]
+    assert found(api, runId=run) == [h1]
+    assert found(api, runId="run-globex") == []
+    day = {"addedAfter": "2026-04-16T00:00:00Z", "addedBefore": "2026-04-16T09:30:00+00:00"}
+    assert found(api, include="retired", **day) == ["case-1"]
+    assert found(api, addedAfter="2026-04-16T10:00:00Z") == [c1, h1, "case-2"]  # at or after
+    assert found(api, addedBefore="2026-04-16T10:00:00Z") == ["cor-1"]  # strictly before
+
+
+def test_filters_combine(api, more_cases, how):
+    h1, c1 = more_cases["h1"], more_cases["c1"]
+    assert found(api, q="refund", expert="true") == [h1]
+    assert found(api, q="refund", kind="correction") == [c1]
+    assert found(api, q="refund", tool="send_email", part="answer") == [h1]
+    assert found(api, tool="send_email", part="items") == []
+    assert found(api, part="answer", addedBy="u-publisher", include="retired") == [h1, "case-1"]
+    assert found(api, q="refund", addedAfter="2026-12-01T12:00:30Z") == [c1]
+    assert found(api, q="lease", runId="run-1", expert="false", kind="correction") == ["cor-1"]
+
+
+def test_a_search_pages_newest_first_and_its_cursor_is_bound_to_its_filters(api, more_cases, how):
+    h1, c1 = more_cases["h1"], more_cases["c1"]
+    first = ok(api.get(cases_url(q="refund", limit=1)))
+    assert [c["id"] for c in first["data"]] == [c1] and first["hasMore"]
+    cursor = first["nextCursor"]
+    second = ok(api.get(cases_url(q="refund", limit=1, cursor=cursor)))
+    assert [c["id"] for c in second["data"]] == [h1] and not second["hasMore"]
+    for other in ({"q": "policy"}, {"tool": "send_email"}, {"expert": "true"}, {}):
+        params = {"q": "refund", **other} if other else {}
+        err = refused(api.get(cases_url(limit=1, cursor=cursor, **params)), 400, "bad-input")
+        assert err["details"]["reason"] == "cursor-mismatch", other
+
+
+BAD = [
+    ("q", ""),
+    ("q", "x" * 201),
+    ("q", "?! -- ..."),
+    ("tool", ""),
+    ("tool", "t" * 201),
+    ("part", "decisions,bogus"),
+    ("part", ""),
+    ("expert", "yes"),
+    ("expert", "1"),
+    ("addedBy", ""),
+    ("runId", ""),
+    ("addedAfter", "2026-04-16"),
+    ("addedAfter", "2026-04-16T10:00:00"),  # no time zone
+    ("addedBefore", "yesterday"),
+    ("addedBefore", "2026-13-01T00:00:00Z"),
+]
+
+
+@pytest.mark.parametrize(("name", "value"), BAD)
+def test_each_bad_value_is_refused_naming_it(api, unchanged, name, value):
+    with unchanged():
+        err = refused(api.get(cases_url(**{name: value})), 400, "bad-input")
+    assert list(err["details"]["fields"]) == [name]
+
+
+# ---------------------------------------------------------------- the index stays exact
+
+
+def _folded(text_: str) -> set[str]:
+    plain = unicodedata.normalize("NFKD", text_)
+    plain = "".join(ch for ch in plain if not unicodedata.combining(ch))
+    return {w.casefold() for w in WORD_RE.findall(plain)}
+
+
+def assert_index_exact(app) -> None:
+    """For every word of every case (and one of none), the index finds exactly the cases whose
+    text or retire reason has it; and each case's text is what `search.document` makes of its
+    expectation and snapshot now."""
+    with app.app_context():
+        rows = db.session.execute(
+            text(
+                "SELECT cases.id, cases.search_text, cases.retired_reason, cases.expect, "
+                "snapshots.input, snapshots.output FROM cases "
+                "JOIN snapshots ON snapshots.run_id = cases.run_id"
+            )
+        ).all()
+        docs = {}
+        for case_id, said, reason, expect, input_, output in rows:
+            expect, input_, output = (
+                json.loads(v) if isinstance(v, str) else v for v in (expect, input_, output)
+            )
+            made = search.document(search.expect_words(expect), search.run_words(input_, output))
+            assert said == made, case_id
+            docs[case_id] = _folded(f"{said} {reason or ''}")
+        name = dialect()
+        query = select(Case.id).where(search.condition(name, True, False, search.WALK))
+        for word in set().union(*docs.values()) | {"nowhere"}:
+            hits = set(db.session.scalars(query, search.parameters(name, word, [], [])))
+            assert hits == {case_id for case_id, words in docs.items() if word in words}, word
+
+
+def test_the_loaded_world_is_indexed_exactly(app):
+    assert_index_exact(app)
+
+
+def test_every_kind_of_write_keeps_the_index_exact(app, api, more_cases):
+    h1, c1 = more_cases["h1"], more_cases["c1"]
+    assert_index_exact(app)
+    ok(api.post(f"/v1/agents/{AGENT}/test-set/cases/{h1}/retire", {"reason": "Politique changée"}))
+    assert found(api, q="politique changee", include="retired") == [h1]
+    assert_index_exact(app)
+    ok(api.post(f"/v1/agents/{AGENT}/test-set/cases/{h1}/restore", {}))
+    assert found(api, q="politique", include="retired") == []
+    assert found(api, q="cafe") == [h1]
+    assert_index_exact(app)
+    ok(api.patch(f"/v1/agents/{AGENT}/corrections/{c1}", {"status": "wont-fix"}, as_="writer"))
+    assert found(api, q="refund", include="retired") == [h1]
+    assert_index_exact(app)
+    ok(api.patch(f"/v1/agents/{AGENT}/corrections/{c1}", {"status": "open"}, as_="writer"))
+    assert found(api, q="refund") == [c1, h1]
+    assert_index_exact(app)
+
+
+def test_the_migration_indexes_the_cases_already_stored(app):
+    with app.app_context():
+        downgrade(revision="0005")
+        upgrade()
+    assert_index_exact(app)
+    with app.test_client() as client:
+        resp = client.get(cases_url(q="lease"), headers={"Authorization": "Bearer kgi_admin"})
+        assert [c["id"] for c in ok(resp)["data"]] == ["cor-1"]
