@@ -63,6 +63,7 @@ from soak import ADMIN, RUNS, SETS, fresh_database, load_world, worker_pids  # n
 RETRIED = {503, 409}  # 409 only when the key is in flight (see `Client.write`)
 CREATES = {"add a case", "record a run", "record a correction", "start a test run"}
 FLASK = str(ROOT / ".venv/bin/flask")
+JUDGE_TIMEOUT = 3  # seconds a call to the (fake) judge, which answers in 50 ms
 
 
 def environment(url: str, judge_url: str, lease: int) -> dict[str, str]:
@@ -73,6 +74,9 @@ def environment(url: str, judge_url: str, lease: int) -> dict[str, str]:
         "KINDGI_JUDGE_URL": judge_url,
         "KINDGI_JUDGE_MODEL": "chaos-judge",
         "KINDGI_IDEMPOTENCY_LEASE_SECONDS": str(lease),
+        # a question's lease is its tries' timeouts and waits: seconds here, not minutes
+        "KINDGI_JUDGE_TIMEOUT": str(JUDGE_TIMEOUT),
+        "KINDGI_JUDGE_TRIES": "1",
     }
 
 
@@ -659,7 +663,9 @@ def main(argv: list[str] | None = None) -> int:
         url, drop = fresh_database(args.postgres, folder, "chaos")
         drops = [drop]
         try:
+            phases = {"begun": time.monotonic()}
             load_world(url)
+            phases["world loaded"] = time.monotonic()
             env = environment(url, judge.url, args.lease)
             server = Server(env, args.workers, folder)
             pg = Postgres(url, restart) if args.postgres else None
@@ -673,6 +679,7 @@ def main(argv: list[str] | None = None) -> int:
             started = time.monotonic()
             server.start()
             server.start_judge_worker()
+            phases["served"] = time.monotonic()
             until = time.monotonic() + args.seconds
             faults = Faults(server, pg, restart is not None, args.every,
                             started + args.seconds / 2, backup)  # fmt: skip
@@ -686,21 +693,28 @@ def main(argv: list[str] | None = None) -> int:
                 faults.stopping.set()
                 faults.join(180)
             elapsed = time.monotonic() - started
+            phases["load and faults over"] = time.monotonic()
             if server.master.poll() is not None:
                 server.start()
-            if server.judge_worker.poll() is not None:
-                server.start_judge_worker()
+            # the last fault: the judge's worker killed and started again, which queues every
+            # question still waiting (a leased one when its lease runs out)
+            server.kill_judge_worker()
+            faults.injected["SIGKILL the judge's worker, start it again"] += 1
             writes = read_history(folder)
             figures = check_answers(writes)
             found = created_by_marker(url)
             before = check_creations(writes, found)
             states = check_states(writes, url)
+            phases["history checked"] = time.monotonic()
             retries = retry_all(server.base, writes, patience=args.lease + 20)
             after = check_creations(
                 [{**w, "final": w["final"] or {"status": w["retried"], "answered": 0}}
                  for w in writes], created_by_marker(url))  # fmt: skip
-            judging = wait_for_judging(url, patience=120)
+            phases["every write retried"] = time.monotonic()
+            judging = wait_for_judging(url, patience=JUDGE_TIMEOUT + 45)
+            phases["all judged"] = time.monotonic()
             checked = kindgi_check(env, url)
+            phases["kindgi check"] = time.monotonic()
             mismatch = check_list_and_counts(server.base)
             if "url" in backups:
                 backup_check = kindgi_check(env, backups["url"])
@@ -726,6 +740,12 @@ def main(argv: list[str] | None = None) -> int:
         "faults injected": dict(faults.injected),
         "faults that could not be injected": faults.failed,
         "gunicorn masters started": server.starts,
+        "phases, seconds": {
+            name: round(at - previous, 1)
+            for (name, at), previous in zip(
+                list(phases.items())[1:], list(phases.values())[:-1], strict=True
+            )
+        },
         "writes acknowledged (2xx)": len(acknowledged),
         "writes answered with a refusal (4xx)": sum(
             1 for w in writes if w["final"] is not None and w["final"]["status"] >= 400
