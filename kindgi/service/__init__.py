@@ -15,6 +15,7 @@ record commit together. Another tenant's things look exactly like things that do
 - `versions`: freezing a test set into versions, listing and diffing them
 - `test_runs`: a test run's life (start, finish, cancel) and reading runs
 - `results`: sending results (graded there), reading them, comparing two runs
+- `checks`: the database's invariants, recounted (`flask --app app kindgi check`)
 """
 
 from .cases import CasesView, CaseView, cases_page, get_case, list_cases, restore_case, retire_case
