@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tests")]
 
 from fake_judge import Reply, fake_judge  # noqa: E402  (the tests' fake model)
-from live import free_port  # noqa: E402
+from live import free_port, stop  # noqa: E402
 from soak import ADMIN, RUNS, SETS, fresh_database, load_world, worker_pids  # noqa: E402
 
 RETRIED = {503, 409}  # 409 only when the key is in flight (see `Client.write`)
@@ -160,14 +160,8 @@ class Server:
 
     def stop(self) -> None:
         for proc in (self.master, self.judge_worker):
-            if proc is None or proc.poll() is not None:
-                continue
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+            if proc is not None and proc.poll() is None:
+                stop(proc)
 
 
 class Postgres:
