@@ -8,6 +8,7 @@ import psycopg
 import pytest
 from conftest import AGENT, P1, TOKENS, csrf_of, make_app, sign_in
 from live import free_port
+from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 from kindgi.database import db
@@ -60,18 +61,32 @@ def test_a_signed_in_page_and_a_sign_in_are_503_pages_when_the_database_is_unrea
 
 
 def test_a_connection_ended_between_requests_is_503_once_then_the_pool_reconnects(app, api):
-    """As a restarted server leaves the pool: every connection it holds is dead."""
-    url = make_url(app.config["SQLALCHEMY_DATABASE_URI"])
-    if url.get_backend_name() == "sqlite":
-        pytest.skip("SQLite has no server whose connections end")  # its handle: test_hostile.py
-    assert api.get(f"{CASES}?projectId={P1}").status_code == 200
-    admin = url.set(drivername="postgresql", database="postgres")
-    with psycopg.connect(admin.render_as_string(hide_password=False), autocommit=True) as conn:
-        ended = conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = %s AND pid <> pg_backend_pid()",
-            (url.database,),
-        ).fetchall()
-    assert ended
+    """As a restarted server leaves the pool: every connection it holds is dead (PostgreSQL: its
+    backends terminated; SQLite: its handles closed)."""
+    pooled = []
+    with app.app_context():
+        engine = db.engine
+
+    def keep(dbapi_connection, _record) -> None:
+        pooled.append(dbapi_connection)
+
+    event.listen(engine, "checkin", keep)
+    try:
+        assert api.get(f"{CASES}?projectId={P1}").status_code == 200
+    finally:
+        event.remove(engine, "checkin", keep)
+    assert pooled
+    for dbapi_connection in pooled:
+        end(engine, dbapi_connection)
     answers = [api.get(f"{CASES}?projectId={P1}").status_code for _ in range(3)]
     assert set(answers) <= {200, 503} and answers[-1] == 200, answers
+
+
+def end(engine, dbapi_connection) -> None:
+    """End a pooled connection from outside."""
+    if engine.dialect.name == "sqlite":
+        dbapi_connection.close()
+        return
+    admin = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(%s, 5000)", (dbapi_connection.info.backend_pid,))
