@@ -32,10 +32,10 @@ demo: setup
 	$(BIN)/gunicorn --workers 2 --bind 127.0.0.1:$(PORT) app:app & wait
 
 # Debian's packages the tests drive: Chromium for the browser tests (never a browser download of
-# Playwright's own) and wrk for the bench's smoke run.
+# Playwright's own), wrk for the bench's smoke run, sqlite3 for the chaos test's backup.
 tools:
-	@command -v chromium >/dev/null && command -v wrk >/dev/null || { \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium wrk; }
+	@command -v chromium >/dev/null && command -v wrk >/dev/null && command -v sqlite3 >/dev/null || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium wrk sqlite3; }
 
 lint: setup
 	$(BIN)/ruff check .

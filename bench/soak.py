@@ -59,15 +59,15 @@ MEMORY_GROWTH_LIMIT_MB = 15  # a worker "flat": within this of its size after wa
 # ---------------------------------------------------------------- the database and the server
 
 
-def fresh_database(url: str | None, folder: Path) -> tuple[str, Any]:
+def fresh_database(url: str | None, folder: Path, name: str = "soak") -> tuple[str, Any]:
     """A new database URL, and how to drop it."""
     if not url:
-        path = folder / "soak.sqlite"
+        path = folder / f"{name}.sqlite"
         return f"sqlite:///{path}", lambda: None
     import psycopg
     from sqlalchemy.engine import make_url
 
-    name = f"kindgi_soak_{os.getpid()}"
+    name = f"kindgi_{name}_{os.getpid()}"
     admin = make_url(url).set(drivername="postgresql", database="postgres")
     conninfo = admin.render_as_string(hide_password=False)
     with psycopg.connect(conninfo, autocommit=True) as conn:

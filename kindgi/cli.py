@@ -175,5 +175,21 @@ def worker_command(threads: int | None, metrics_port: int | None, metrics_host: 
     huey.create_consumer(workers=workers, worker_type="thread", periodic=True, max_delay=1.0).run()
 
 
+@group.command("check")
+def check_command() -> None:
+    """Check the database's invariants (after a restore or an incident): exit status 1, each
+    breach named, if one fails."""
+    from .service import checks
+
+    failed = 0
+    for rule, breaches in checks.check().items():
+        click.echo(f"{rule}: {'ok' if not breaches else f'{len(breaches)} breaches'}")
+        for breach in breaches:
+            click.echo(f"  {breach}")
+        failed += len(breaches)
+    if failed:
+        raise click.ClickException(f"{failed} breaches of the database's invariants")
+
+
 def register(app: Flask) -> None:
     app.cli.add_command(group)

@@ -216,15 +216,29 @@ class _WriterTurns:
             self.mutex.release()
 
 
+# PostgreSQL's answers when it can't serve now: 55P03 lock_not_available, 57014
+# query_canceled (statement timeout), 40001/40P01 serialization failure/deadlock; and unreachable:
+# 57P01-57P03 shutting down, crashed or starting up, 53300 too many connections, class 08 the
+# connection failed
+_RETRY_SQLSTATES = {"55P03", "57014", "40001", "40P01", "57P01", "57P02", "57P03", "53300"}
+# SQLite's: the lock held too long, or the file can't be opened (its volume away)
+_RETRY_SQLITE = {"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_CANTOPEN"}
+
+
 def is_busy(exc: BaseException) -> bool:
     """True when the database could not answer, so a retry will do: a lock wait, a timeout, a
-    serialization failure, or a connection lost (SQLAlchemy then renews the pool's)."""
-    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+    serialization failure, a connection lost (SQLAlchemy then renews the pool's) or never made
+    (the server down, restarting or full)."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    if exc.connection_invalidated:
         return True
-    if isinstance(exc, OperationalError) and "database is locked" in str(exc.orig):
+    orig = exc.orig
+    if getattr(orig, "sqlite_errorname", None) in _RETRY_SQLITE:
         return True
-    if isinstance(exc, DBAPIError):
-        sqlstate = getattr(exc.orig, "sqlstate", None)
-        # 55P03 lock_not_available, 57014 query_canceled, 40001/40P01 serialization/deadlock
-        return sqlstate in {"55P03", "57014", "40001", "40P01"}
-    return False
+    if "database is locked" in str(orig):
+        return True
+    sqlstate = getattr(orig, "sqlstate", False)
+    if sqlstate is None:  # psycopg's own failure, with no server answer: it could not connect
+        return isinstance(exc, OperationalError)
+    return sqlstate in _RETRY_SQLSTATES or str(sqlstate).startswith("08")

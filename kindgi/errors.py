@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask import current_app, g, jsonify, render_template, request
+from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import HTTPException
 
 from .config import is_api
@@ -139,4 +140,9 @@ def render(err: DomainError) -> tuple[Any, int, dict[str, str]]:
             body["details"] = err.details
         body["requestId"] = g.get("request_id", "")
         return jsonify(error=body), err.status, headers
-    return render_template("error.html", error=err), err.status, headers
+    try:
+        page = render_template("error.html", error=err)
+    except SQLAlchemyError:  # the signed-in user could not be loaded: the database is away
+        g._login_user = current_app.login_manager.anonymous_user()  # flask-login's slot
+        page = render_template("error.html", error=err)
+    return page, err.status, headers

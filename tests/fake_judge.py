@@ -5,6 +5,7 @@ and how many calls were in flight at once."""
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -92,12 +93,21 @@ def _handler(judge: FakeJudge) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client gone mid-call (a judge's worker killed, in bench/chaos.py: the connection
+        reset, or the body cut short) is no error."""
+        if not isinstance(sys.exc_info()[1], ConnectionError | ValueError):
+            super().handle_error(request, client_address)
+
+
 @contextmanager
 def fake_judge(script: Callable[[dict[str, Any]], Reply]) -> Iterator[FakeJudge]:
     """A fake judge serving on a free loopback port while the block runs."""
     judge = FakeJudge("", script)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(judge))
-    server.daemon_threads = True
+    server = _Server(("127.0.0.1", 0), _handler(judge))
     judge.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:

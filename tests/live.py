@@ -81,9 +81,15 @@ def gunicorn_master(
                 time.sleep(0.1)
         yield proc, base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
+        stop(proc)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a process started in a session of its own: asked first, its group killed if it
+    won't go in 20 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)

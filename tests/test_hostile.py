@@ -227,6 +227,10 @@ ODD_URLS = {
     "an agent id with an encoded surrogate": f"/v1/agents/acme%ED%A0%80/test-set?projectId={P1}",
     "a kind with NUL": f"{CASES}?projectId={P1}&kind=hand%00",
     "a project id with NUL": f"{CASES}?projectId={P1[:-1]}%00",
+    # free text in a query string: PostgreSQL can't even compare a NUL (the fuzzer found it)
+    "a candidate with NUL": f"/v1/agents/{AGENT}/test-runs?projectId={P1}&candidate=2.0%000",
+    "a search with NUL": f"{CASES}?projectId={P1}&q=refund%00",
+    "a tool with NUL": f"{CASES}?projectId={P1}&tool=send%00mail",
 }
 METHODS = {"a run id with NUL": "POST", "a correction id with NUL": "PATCH",
            "a token id with NUL": "DELETE"}  # fmt: skip

@@ -128,6 +128,14 @@ def _nonempty_max(n: int) -> validate.Length:
 # ---------------------------------------------------------------- request bodies
 
 
+def _refuse_unstorable(checked: Any, data: Any) -> Any:
+    """`data`, unless `checked` (all of it or its known part) holds what no database can store."""
+    unstorable = _unstorable(checked)
+    if unstorable:
+        raise ValidationError(unstorable)
+    return data
+
+
 def _unstorable(data: Any, path: str = "") -> dict[str, list[str]]:
     """What no database can store, anywhere in `data`: NUL characters and lone surrogates in
     text, and numbers past a double (JSON's 1e400 reads as infinity)."""
@@ -163,10 +171,7 @@ class StrictSchema(Schema):
 
     @pre_load
     def _storable(self, data: Any, **_: Any) -> Any:
-        unstorable = _unstorable(data)
-        if unstorable:
-            raise ValidationError(unstorable)
-        return data
+        return _refuse_unstorable(data, data)
 
 
 class CallExpectation(StrictSchema):
@@ -308,10 +313,17 @@ class NewTokenBody(StrictSchema):
 
 
 class QuerySchema(Schema):
-    """Query strings: unknown parameters are ignored, known ones checked."""
+    """Query strings: unknown parameters are ignored, known ones checked (text no database can
+    store refused, as in a body: PostgreSQL can't even compare a NUL)."""
 
     class Meta:
         unknown = EXCLUDE
+
+    @pre_load
+    def _storable(self, data: Any, **_: Any) -> Any:
+        # a cursor is unsealed, never compared in SQL: a spoilt one is 400 `cursor-invalid`
+        known = {k: v for k, v in data.items() if k in self.fields and k != "cursor"}
+        return _refuse_unstorable(known, data)
 
 
 class TestSetQuery(QuerySchema):

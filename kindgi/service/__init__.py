@@ -16,6 +16,7 @@ record commit together. Another tenant's things look exactly like things that do
 - `test_runs`: a test run's life (start, finish, cancel) and reading runs
 - `results`: sending results (graded there), reading them, comparing two runs
 - `health`: the readiness probe's checks, the judge's queue depth, the metrics' guard
+- `checks`: the database's invariants, recounted (`flask --app app kindgi check`)
 """
 
 from .cases import (

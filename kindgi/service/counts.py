@@ -100,9 +100,9 @@ def tally_retirements(cases: list[Case], retiring: bool) -> None:
     sql().execute(_changes_upsert(dialect()), set_key)
 
 
-def rebuild_tallies() -> None:
-    """Recount every test set from its cases (after a bulk load): by day in SQL, then by week."""
-    db.session.execute(Tally.__table__.delete())
+def recount() -> dict[tuple[Any, ...], int]:
+    """Every test set's cells counted from its cases, keyed as `TALLY_KEY`: by day in SQL
+    (one pass over the cases), then by week."""
     retired = Case.retired_at.is_not(None)
     day = func.date(Case.added_at)
     cells: dict[tuple[Any, ...], int] = {}
@@ -113,7 +113,13 @@ def rebuild_tallies() -> None:
     ):
         key = (a, p, week_of(datetime.fromisoformat(str(d))), k, bool(r), bool(e))
         cells[key] = cells.get(key, 0) + n
-    rows = [dict(zip(TALLY_KEY, key, strict=True), n=n) for key, n in cells.items()]
+    return cells
+
+
+def rebuild_tallies() -> None:
+    """Recount every test set from its cases (after a bulk load)."""
+    db.session.execute(Tally.__table__.delete())
+    rows = [dict(zip(TALLY_KEY, key, strict=True), n=n) for key, n in recount().items()]
     if rows:
         db.session.execute(Tally.__table__.insert(), rows)
     for agent_pk, project_id in {(row["agent_pk"], row["project_id"]) for row in rows}:

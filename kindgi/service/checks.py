@@ -1,0 +1,180 @@
+"""The database's invariants, checked against the rows: what `flask --app app kindgi check` runs
+after a restore or an incident.
+
+Each rule reads the tables in one pass (an aggregate or an anti-join), on both engines, and
+names every breach it finds; an empty list means the database keeps every promise below.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sqlalchemy import func, select
+
+from ..database import db
+from ..models import (
+    CORRECTION_STATUSES,
+    Case,
+    IdempotencyRecord,
+    RunCase,
+    Snapshot,
+    Tally,
+    TestRun,
+    Token,
+)
+from ..models import Run as RunRow
+from .counts import TALLY_KEY, recount
+from .test_runs import CASE_OUTCOMES, PART_OUTCOMES
+
+# What an id's prefix names (`common.new_id`): the table whose rows it identifies
+_BY_PREFIX: dict[str, Any] = {
+    "case": Case.id,
+    "cor": Case.id,
+    "run": RunRow.id,
+    "trun": TestRun.id,
+    "tok": Token.id,
+}
+_CHUNK = 500  # ids looked up per query
+
+
+def counts() -> list[str]:
+    """Every count cell equals a recount of its cases (active, retired, by kind, expert)."""
+    kept = {
+        tuple(row[:-1]): row[-1]
+        for row in db.session.execute(select(*(getattr(Tally, k) for k in TALLY_KEY), Tally.n))
+    }
+    found = recount()
+    breaches = []
+    for key in sorted(set(kept) | set(found), key=repr):
+        if kept.get(key, 0) != found.get(key, 0):
+            cell = dict(zip(TALLY_KEY, map(str, key), strict=True))
+            breaches.append(
+                f"count cell {cell} holds {kept.get(key, 0)}, its cases number {found.get(key, 0)}"
+            )
+    return breaches
+
+
+def snapshots() -> list[str]:
+    """Every case (and correction) points at an existing snapshot of its run."""
+    orphans = db.session.execute(
+        select(Case.id, Case.run_id)
+        .outerjoin(Snapshot, Snapshot.run_id == Case.run_id)
+        .where(Snapshot.run_id.is_(None))
+        .order_by(Case.id)
+    )
+    return [f"case {case} points at run {run}, which has no snapshot" for case, run in orphans]
+
+
+def statuses() -> list[str]:
+    """A correction has a status, which says whether it is a case (the counts above count it
+    exactly then); a hand case has none."""
+    wrong = db.session.execute(
+        select(Case.id, Case.kind, Case.status)
+        .where(
+            (
+                (Case.kind == "correction")
+                & (Case.status.is_(None) | ~Case.status.in_(CORRECTION_STATUSES))
+            )
+            | ((Case.kind == "hand") & Case.status.is_not(None))
+            | Case.kind.not_in(("hand", "correction"))
+        )
+        .order_by(Case.id)
+    )
+    return [f"case {case} of kind {kind!r} has status {status!r}" for case, kind, status in wrong]
+
+
+def idempotency_answers() -> list[str]:
+    """Every kept success that names a thing (its body's `id`) refers to one that exists:
+    a key's answer commits with the change it reports, so neither is ever there alone."""
+    named: dict[Any, dict[str, str]] = {}  # column -> id -> the key that names it
+    for scope, key, body in db.session.execute(
+        select(IdempotencyRecord.scope, IdempotencyRecord.key, IdempotencyRecord.body).where(
+            IdempotencyRecord.status.between(200, 299), IdempotencyRecord.body.is_not(None)
+        )
+    ):
+        thing_id = _id_in(body)
+        column = _BY_PREFIX.get(thing_id.split("-", 1)[0]) if thing_id else None
+        if column is not None:
+            named.setdefault(column, {})[thing_id] = f"{scope} {key}"
+    breaches = []
+    for column, ids in named.items():
+        missing = set(ids) - set(_existing(column, ids))
+        breaches += [
+            f"Idempotency-Key {ids[i]} answered with {column.table.name} {i}, which does not exist"
+            for i in sorted(missing)
+        ]
+    return breaches
+
+
+def _id_in(body: bytes) -> str | None:
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return None
+    thing_id = answer.get("id") if isinstance(answer, dict) else None
+    return thing_id if isinstance(thing_id, str) else None
+
+
+def _existing(column: Any, ids: Iterable[str]) -> Iterable[str]:
+    ids = list(ids)
+    for start in range(0, len(ids), _CHUNK):
+        yield from db.session.scalars(select(column).where(column.in_(ids[start : start + _CHUNK])))
+
+
+def run_tallies() -> list[str]:
+    """Every test run's tallies equal a recount of its cases' results: by outcome, and each
+    part's outcomes."""
+    found: dict[int, dict[str, Any]] = {}
+    for run_pk, outcome, n in db.session.execute(
+        select(RunCase.run_pk, RunCase.outcome, func.count()).group_by(
+            RunCase.run_pk, RunCase.outcome
+        )
+    ):
+        found.setdefault(run_pk, {}).setdefault("cases", {})[outcome] = n
+    for part in PART_OUTCOMES:
+        column = getattr(RunCase, part)
+        for run_pk, outcome, n in db.session.execute(
+            select(RunCase.run_pk, column, func.count())
+            .where(column.is_not(None))
+            .group_by(RunCase.run_pk, column)
+        ):
+            found.setdefault(run_pk, {}).setdefault(part, {})[outcome] = n
+    breaches = []
+    for run_pk, run_id, tallies in db.session.execute(
+        select(TestRun.pk, TestRun.id, TestRun.tallies).order_by(TestRun.id)
+    ):
+        counted = found.get(run_pk, {})
+        cases = counted.get("cases", {})
+        expected = {"total": sum(cases.values()), "awaiting": cases.get("awaiting", 0)}
+        expected |= {outcome: cases.get(outcome, 0) for outcome in CASE_OUTCOMES}
+        kept = (tallies or {}).get("cases", {})
+        breaches += _differences(f"test run {run_id}: cases", kept, expected)
+        for part, outcomes in PART_OUTCOMES.items():
+            kept = (tallies or {}).get("parts", {}).get(part, {})
+            expected = {o: counted.get(part, {}).get(o, 0) for o in outcomes}
+            breaches += _differences(f"test run {run_id}: {part}", kept, expected)
+    return breaches
+
+
+def _differences(what: str, kept: dict[str, Any], expected: dict[str, int]) -> list[str]:
+    return [
+        f"{what} {name} is {kept.get(name)}, its results number {n}"
+        for name, n in expected.items()
+        if kept.get(name) != n
+    ]
+
+
+RULES: dict[str, Callable[[], list[str]]] = {
+    "counts": counts,
+    "snapshots": snapshots,
+    "correction statuses": statuses,
+    "idempotency answers": idempotency_answers,
+    "test run tallies": run_tallies,
+}
+
+
+def check() -> dict[str, list[str]]:
+    """Every rule's breaches, by rule (an empty list where it holds)."""
+    return {name: rule() for name, rule in RULES.items()}

@@ -1,0 +1,111 @@
+"""`flask --app app kindgi check`: a clean world passes; each kind of breach, made by corrupting
+the database directly with SQL, is named and exits non-zero."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import AGENT, P1
+from sqlalchemy import text
+
+from kindgi.database import db
+
+CASES = f"/v1/agents/{AGENT}/test-set/cases"
+TR = f"/v1/agents/{AGENT}/test-runs"
+
+
+@pytest.fixture
+def busy_world(app, api):
+    """The test world with what the checker reads beyond it: a hand case added with an
+    Idempotency-Key (its answer kept), a correction made no case, and a test run with a result
+    (and one awaiting)."""
+    added = api.post(
+        CASES, {"runId": "run-2", "answer": "right"}, headers={"Idempotency-Key": "k-check"}
+    )
+    assert added.status_code == 201, added.get_json()
+    moved = api.patch(f"/v1/agents/{AGENT}/corrections/cor-1", {"status": "wont-fix"})
+    assert moved.status_code == 200, moved.get_json()
+    run = api.post(TR, {"projectId": P1, "candidate": "2.0.0"})
+    assert run.status_code == 201, run.get_json()
+    sent = api.post(
+        f"{TR}/{run.get_json()['id']}/results",
+        {"results": [{"caseId": "case-2", "output": {"answer": "x"}, "calls": []}]},
+    )
+    assert sent.status_code == 200, sent.get_json()
+    return {"case": added.get_json()["id"], "run": run.get_json()["id"]}
+
+
+def check(app):
+    return app.test_cli_runner().invoke(args=["kindgi", "check"])
+
+
+def corrupt(app, statement: str, **params) -> None:
+    with app.app_context():
+        assert db.session.execute(text(statement), params).rowcount >= 1
+        db.session.commit()
+
+
+def test_a_clean_world_passes_every_rule(app, busy_world):
+    result = check(app)
+    assert result.exit_code == 0, result.output
+    for rule in ("counts", "snapshots", "correction statuses", "idempotency answers",
+                 "test run tallies"):  # fmt: skip
+        assert f"{rule}: ok" in result.output
+
+
+BREACHES = {
+    # (SQL that breaks one invariant, what the checker says about it)
+    "a count cell one too many": (
+        "UPDATE tallies SET n = n + 1 WHERE kind = 'hand' AND retired = :no",
+        "holds 2, its cases number 1",
+    ),
+    "a case deleted behind the counts' back": (
+        "DELETE FROM cases WHERE id = :case",
+        "holds 1, its cases number 0",
+    ),
+    "a case's snapshot gone": (
+        "DELETE FROM snapshots WHERE run_id = 'run-2'",
+        "case case-2 points at run run-2, which has no snapshot",
+    ),
+    "a correction without a status": (
+        "UPDATE cases SET status = NULL WHERE id = 'cor-1'",
+        "case cor-1 of kind 'correction' has status None",
+    ),
+    "a hand case with a status": (
+        "UPDATE cases SET status = 'open' WHERE id = :case",
+        "of kind 'hand' has status 'open'",
+    ),
+    "a correction back in the set without its count": (
+        "UPDATE cases SET status = 'open' WHERE id = 'cor-1'",
+        "counts: 1 breaches",
+    ),
+    "a key's answer whose case is gone": (
+        "UPDATE idempotency_keys SET body = REPLACE(body, :case, 'case-gone') "
+        "WHERE key = 'k-check'",
+        "answered with cases case-gone, which does not exist",
+    ),
+    "a run's result undone behind its tallies": (
+        "UPDATE test_run_cases SET outcome = 'awaiting', decisions = NULL, answer = NULL, "
+        "items = NULL WHERE case_id = 'case-2' AND outcome != 'awaiting'",
+        "cases awaiting is 1, its results number 2",
+    ),
+    "a part's outcome changed behind the tallies": (
+        "UPDATE test_run_cases SET decisions = CASE WHEN decisions = 'fail' THEN 'pass' "
+        "ELSE 'fail' END WHERE case_id = 'case-2' AND outcome != 'awaiting'",
+        ": decisions fail is",
+    ),
+}
+
+
+@pytest.mark.parametrize("breach", BREACHES)
+def test_each_kind_of_breach_is_named_and_fails_the_check(app, busy_world, breach):
+    statement, said = BREACHES[breach]
+    if "body" in statement and app.config["SQLALCHEMY_DATABASE_URI"].startswith("postgresql"):
+        statement = statement.replace(
+            "REPLACE(body, :case, 'case-gone')",
+            "convert_to(REPLACE(convert_from(body, 'UTF8'), :case, 'case-gone'), 'UTF8')",
+        )
+    corrupt(app, statement, case=busy_world["case"], no=False)
+    result = check(app)
+    assert result.exit_code == 1, result.output
+    assert said in result.output, result.output
+    assert "breaches of the database's invariants" in result.output
