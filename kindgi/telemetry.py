@@ -23,6 +23,7 @@ import time
 import traceback
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
@@ -134,6 +135,13 @@ def _caller() -> dict[str, str] | None:
     return actor if isinstance(actor, dict) else None
 
 
+@lru_cache(maxsize=4096)
+def _children(route: str, method: str, status: int) -> tuple[Any, Any]:
+    """A route's request counter and latency histogram: `labels()` checks and locks at every
+    call, on the hot path of every request; routes and statuses are few."""
+    return REQUESTS.labels(route, method, str(status)), LATENCY.labels(route, method)
+
+
 def register(app: Flask) -> None:
     """Time every request, count it, and log its line once its answer is final (register before
     the request boundary's hooks: Flask runs the later-registered `after_request` first, and
@@ -150,8 +158,9 @@ def register(app: Flask) -> None:
         route = request.url_rule.rule if request.url_rule else "(unmatched)"
         code = g.get("error_code")
         if metrics:
-            REQUESTS.labels(route, request.method, str(response.status_code)).inc()
-            LATENCY.labels(route, request.method).observe(took)
+            counted, timed = _children(route, request.method, response.status_code)
+            counted.inc()
+            timed.observe(took)
             if code:
                 REFUSALS.labels(code).inc()
             if g.get("replayed"):
