@@ -287,23 +287,30 @@ class Server:
                 peaks.append(int(re.search(r"VmHWM:\s+(\d+)", status).group(1)) / 1024)
         return max(peaks)
 
-    def stop(self) -> None:
+    def stop(self, deadline: float | None = None) -> None:
+        """SIGTERM, then wait for it to stop until `deadline` (20 s from now), then kill it."""
         if self.proc.poll() is None:
             self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        try:
+            wait = 20 if deadline is None else max(deadline - time.monotonic(), 0)
+            self.proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 @contextmanager
 def serving(servers: list[Server]) -> Iterator[None]:
+    """Servers started in the block are all stopped at its end."""
     try:
         yield
     finally:
         for server in servers:
-            server.stop()
+            if server.proc.poll() is None:
+                server.proc.terminate()  # all at once: each one's shutdown waits out the others'
+        deadline = time.monotonic() + 20
+        for server in servers:
+            server.stop(deadline)
 
 
 # ---------------------------------------------------------------- load generation

@@ -9,7 +9,9 @@ import itertools
 import os
 import shutil
 import sqlite3
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -18,6 +20,10 @@ from sqlalchemy.engine import make_url
 
 SERVER = os.environ.get("KINDGI_TEST_DATABASE_URL", "")
 ENGINE = "postgresql" if SERVER.startswith("postgresql") else "sqlite"
+# The tests' databases are thrown away after each test, and the tests never crash the server they
+# run on (the chaos test has a cluster of its own): a commit need not wait for the disk. That
+# halves the time to copy the template, and every commit in a test is quicker.
+FAST = "-csynchronous_commit=off"
 
 
 class Databases:
@@ -28,6 +34,8 @@ class Databases:
         self.names = itertools.count()
         self.prefix = f"kt{os.getpid()}"
         self.template: str | None = None
+        self.background = ThreadPoolExecutor(max_workers=1)  # PostgreSQL's copies and drops
+        self.ready: deque[Future[str]] = deque()
 
     def _name(self) -> str:
         return f"{self.prefix}_{next(self.names)}"
@@ -36,12 +44,15 @@ class Databases:
 
     def _admin(self) -> psycopg.Connection:
         url = make_url(SERVER).set(drivername="postgresql", database="postgres")
-        return psycopg.connect(url.render_as_string(hide_password=False), autocommit=True)
+        return psycopg.connect(
+            url.render_as_string(hide_password=False), autocommit=True, options=FAST
+        )
 
     def _pg_url(self, name: str) -> str:
         return (
             make_url(SERVER)
             .set(drivername="postgresql+psycopg", database=name)
+            .update_query_dict({"options": FAST})
             .render_as_string(hide_password=False)
         )
 
@@ -61,26 +72,42 @@ class Databases:
         self.template = url
 
     def clone(self) -> str:
-        """A new database holding what the template holds."""
+        """A new database holding what the template holds. On PostgreSQL the copy takes a few
+        hundred milliseconds, waiting on the server: the next test's copy is made in the
+        background while this test runs."""
         assert self.template is not None
         name = self._name()
         if ENGINE == "sqlite":
             path = self.folder / (name + ".sqlite")
             shutil.copyfile(make_url(self.template).database, path)
             return f"sqlite:///{path}"
+        if not self.ready:
+            self.ready.append(self.background.submit(self._copy, name))
+            name = self._name()
+        url = self.ready.popleft().result()
+        self.ready.append(self.background.submit(self._copy, name))
+        return url
+
+    def _copy(self, name: str) -> str:
         with self._admin() as conn:
             conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{make_url(self.template).database}"')
         return self._pg_url(name)
 
     def drop(self, url: str) -> None:
+        """Drop a test's database (on PostgreSQL in the background, after the copies asked for
+        before it; `drop_all` drops whatever is left)."""
         if ENGINE == "sqlite":
             for suffix in ("", "-wal", "-shm"):
                 Path(make_url(url).database + suffix).unlink(missing_ok=True)
             return
+        self.background.submit(self._drop, make_url(url).database)
+
+    def _drop(self, name: str) -> None:
         with self._admin() as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{make_url(url).database}" WITH (FORCE)')
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     def drop_all(self) -> None:
+        self.background.shutdown(wait=True)
         if ENGINE == "postgresql":
             with self._admin() as conn:
                 names = conn.execute(

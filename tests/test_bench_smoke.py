@@ -47,7 +47,7 @@ def test_the_bench_smoke_run_writes_a_table_of_every_measure(tmp_path):
     command += ["--out", str(out), "--workdir", str(tmp_path)]
     if engine == "postgresql":
         command += ["--postgres", server]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     table = out.read_text()
     assert table.strip() in done.stdout  # printed as well as written
