@@ -147,6 +147,7 @@ def register(app: Flask) -> None:
     the request boundary's hooks: Flask runs the later-registered `after_request` first, and
     the boundary's commit can still turn an answer into a 503)."""
     metrics = bool(app.config["METRICS"])
+    fielded = str(app.config["LOG_FORMAT"]).lower() == "json"  # text shows the message alone
 
     @app.before_request
     def _start() -> None:
@@ -165,23 +166,26 @@ def register(app: Flask) -> None:
                 REFUSALS.labels(code).inc()
             if g.get("replayed"):
                 REPLAYS.inc()
+        if not access.isEnabledFor(logging.INFO):
+            return response
+        fields = None
+        if fielded:
+            fields = {
+                "event": "request",
+                "method": request.method,
+                "route": route,
+                "status": response.status_code,
+                "durationMs": round(took * 1000, 2),
+                "caller": _caller(),
+                **({"code": code} if code else {}),
+            }
         access.info(
             "%s %s %s %.1f ms",
             request.method,
             route,
             response.status_code,
             took * 1000,
-            extra={
-                "fields": {
-                    "event": "request",
-                    "method": request.method,
-                    "route": route,
-                    "status": response.status_code,
-                    "durationMs": round(took * 1000, 2),
-                    "caller": _caller(),
-                    **({"code": code} if code else {}),
-                }
-            },
+            extra={"fields": fields},
         )
         return response
 

@@ -39,6 +39,7 @@ from .models import (
     User,
 )
 from .service import search
+from .service.common import analyze
 
 BATCH = 20_000
 
@@ -97,6 +98,7 @@ def _bulk(model: type, rows: Iterable[dict[str, Any]]) -> int:
                 tuples.append(out)
             write(conn, table, tuples)
             count += len(tuples)
+    analyze(table, count)  # the planner's statistics (a search's word frequencies among them)
     return count
 
 

@@ -69,7 +69,8 @@ def _count_query(
             .where(text("case_search MATCH :match"), case.exists())
         )
     else:
-        matching = _filtered(select(Case.id), dialect_name, retired_too, one_kind, given, how)
+        # counted as the planner likes: a walking search's form would walk to the bound
+        matching = _filtered(select(Case.id), dialect_name, retired_too, one_kind, given, None)
     return select(func.count()).select_from(matching.limit(bindparam("limit")).subquery())
 
 
@@ -97,7 +98,7 @@ def _filtered(
         query = query.where(Case.kind == bindparam("kind"))
     words, markers = "q" in given, bool(given & {"tool", "part"})
     if words or markers:
-        query = query.where(search.condition(dialect_name, words, markers, how or search.WALK))
+        query = query.where(search.condition(dialect_name, words, markers, how))
     if "expert" in given:
         query = query.where(Case.expert == bindparam("expert"))
     if "added_by" in given:
