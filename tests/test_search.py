@@ -55,7 +55,8 @@ def found(api, as_: str = "admin", **params: Any) -> list[str]:
 @pytest.fixture(params=[search.DRIVE, search.WALK, search.WALK_PROBING])
 def how(request, monkeypatch) -> str:
     """Each way a search is answered (see `search.strategy`), chosen by moving the bounds
-    the test world's few matches are measured against."""
+    the test world's few matches are measured against (and no way remembered from before)."""
+    monkeypatch.setattr(search, "_ways", {})
     if request.param == search.DRIVE:  # never taken for a word PostgreSQL knows is common
         monkeypatch.setattr(search, "SURELY_COMMON", float("inf"))
     else:

@@ -23,6 +23,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import cache
+from time import monotonic
 from typing import Any
 
 from sqlalchemy import TextClause, func, select, text
@@ -158,8 +159,31 @@ _FTS5_MATCHES = text(
 )
 
 
+WAYS_KEPT, WAY_KEPT_FOR = 4096, 60.0  # searches whose way is remembered, and for how long (s)
+_ways: dict[tuple[Any, ...], tuple[str, float]] = {}
+
+
 def strategy(dialect_name: str, words: bool, markers: bool, params: dict[str, Any]) -> str:
-    """How to answer a search (see DRIVE, WALK).
+    """How to answer a search (see DRIVE, WALK), remembered a minute in this process: a
+    search's next pages, and the same search again, go its way without asking again (how
+    common a word is changes slowly, and either way finds exactly the same cases)."""
+    key = (dialect_name, words, markers, *(params.get(n) for n in _SEARCH_PARAMS))
+    now = monotonic()
+    kept = _ways.get(key)
+    if kept is not None and kept[1] > now:
+        return kept[0]
+    if len(_ways) >= WAYS_KEPT:
+        _ways.clear()
+    how = _way(dialect_name, words, markers, params)
+    _ways[key] = (how, now + WAY_KEPT_FOR)
+    return how
+
+
+_SEARCH_PARAMS = ("match", "search_q", "search_markers")  # what `parameters` binds
+
+
+def _way(dialect_name: str, words: bool, markers: bool, params: dict[str, Any]) -> str:
+    """How to answer a search, found out.
 
     SQLite: its matches counted in the index, up to MANY + 1 (FTS5 reads only its doclists).
     PostgreSQL: the planner's estimate first, from the lexemes' frequencies ANALYZE keeps. Over
