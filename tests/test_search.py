@@ -17,9 +17,11 @@ from urllib.parse import urlencode
 
 import pytest
 from conftest import AGENT, P1, PG, ok, refused
+from databases import ENGINE
 from flask_migrate import downgrade, upgrade
-from sqlalchemy import select, text
+from sqlalchemy import event, select, text
 
+from kindgi import world
 from kindgi.database import db
 from kindgi.models import Case
 from kindgi.schemas import WORD_RE
@@ -275,3 +277,36 @@ def test_the_migration_indexes_the_cases_already_stored(app):
     with app.test_client() as client:
         resp = client.get(cases_url(q="lease"), headers={"Authorization": "Bearer kgi_admin"})
         assert [c["id"] for c in ok(resp)["data"]] == ["cor-1"]
+
+
+@pytest.mark.skipif(ENGINE != "postgresql", reason="PostgreSQL's planner statistics")
+def test_postgresql_knows_a_common_word_from_its_statistics_without_counting_it(app):
+    """A word ANALYZE counted in most cases is walked at once, with no count of its matches in
+    the GIN index (a bitmap of them all); a word in no case is driven from the index. The way
+    taken is the one the statistics say, whatever the bounds' counting would."""
+    cases = [
+        {
+            "id": f"case-common-{i:03d}",
+            "run": "run-2",
+            "by": "u-publisher",
+            "at": f"2026-05-01T10:{i // 60:02d}:{i % 60:02d}Z",
+            "body": {"answer": "wrong", "shouldSay": "Escalate the ticket"},
+        }
+        for i in range(300)
+    ]
+    with app.app_context():
+        world.load({"cases": cases})
+        db.session.commit()
+        db.session.execute(text("ANALYZE cases"))
+        said: list[str] = []
+        listen = lambda *a: said.append(a[2])  # noqa: E731  (the statement's text)
+        event.listen(db.engine, "before_cursor_execute", listen)
+        try:
+            ways = {}
+            for word in ("escalate", "nowhere"):
+                search._ways.clear()
+                ways[word] = search.strategy("postgresql", True, False, {"search_q": word})
+        finally:
+            event.remove(db.engine, "before_cursor_execute", listen)
+    assert ways == {"escalate": search.WALK, "nowhere": search.DRIVE}
+    assert not [s for s in said if "count(" in s], said  # neither was counted
