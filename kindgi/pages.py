@@ -27,7 +27,7 @@ from flask_login import current_user, login_required, login_user, logout_user
 from jsonpointer import JsonPointerException, resolve_pointer
 from markupsafe import Markup, escape
 
-from . import http, reports, schemas, service
+from . import case_form, http, reports, schemas, service
 from .errors import BadInput, DomainError, TooManyAttempts, bad_input
 from .service import search
 
@@ -292,70 +292,28 @@ def restore(agent_id: str, case_id: str):
 
 # ---------------------------------------------------------------- experts: adding a case
 
-
-def _rows(form: Any, prefix: str, names: tuple[str, ...]) -> list[dict[str, str]]:
-    """Repeated rows `prefix-N-name`, in order, leaving out rows left empty."""
-    indexes = sorted(
-        {
-            int(k.split("-")[1])
-            for k in form
-            if k.startswith(prefix + "-") and k.count("-") == 2 and k.split("-")[1].isdigit()
-        }
-    )
-    rows = [{n: form.get(f"{prefix}-{i}-{n}", "").strip() for n in names} for i in indexes]
-    return [r for r in rows if any(r.values())]
-
-
-def case_form(form: Any) -> tuple[dict[str, Any], dict[str, list[str]], dict[str, Any]]:
-    """The add-case form as (the API's JSON body, errors found before the schema, what to show)."""
-    shown: dict[str, Any] = {
-        k: form.get(k, "").strip()
-        for k in ("runId", "decisions", "answer", "shouldSay", "why", "mustNotCall")
-    }
-    shown["shouldCall"] = _rows(form, "shouldCall", ("tool", "args"))
-    shown["items"] = _rows(form, "items", ("key", "pointer", "rank", "verdict"))
-    body: dict[str, Any] = {
-        k: shown[k] for k in ("runId", "decisions", "answer", "shouldSay", "why") if shown[k]
-    }
-    errors: dict[str, list[str]] = {}
-    if shown["mustNotCall"]:
-        body["mustNotCall"] = [t.strip() for t in shown["mustNotCall"].splitlines() if t.strip()]
-    if shown["shouldCall"]:
-        body["shouldCall"] = []
-        for i, row in enumerate(shown["shouldCall"]):
-            call: dict[str, Any] = {"tool": row["tool"]}
-            if row["args"]:
-                try:
-                    call["args"] = json.loads(row["args"])
-                except ValueError:
-                    errors[f"shouldCall.{i}.args"] = [
-                        'Not valid JSON: write an object, e.g. {"q": "lease"}.'
-                    ]
-            body["shouldCall"].append(call)
-    if shown["items"]:
-        body["items"] = []
-        for i, row in enumerate(shown["items"]):
-            item: dict[str, Any] = {k: row[k] for k in ("key", "pointer", "verdict") if row[k]}
-            if row["rank"]:
-                if row["rank"].isdigit():
-                    item["rank"] = int(row["rank"])
-                else:
-                    errors[f"items.{i}.rank"] = ["A whole number, 0 for the first."]
-            body["items"].append(item)
-    return body, errors, shown
+# The buttons that post the add-case form back to show it again rather than add the case.
+FORM_ACTIONS = ("more", "find", "show", "take")
 
 
 @bp.route("/agents/<agent_id>/test-set/cases/new", methods=["GET", "POST"])
 @login_required
 def new_case(agent_id: str):
+    """The add-case form: a run picked, shown, and its calls and lists taken into the case with
+    a button each (htmx re-renders the form in place), or anything typed by hand."""
     project_id = schemas.load(schemas.TestSetQuery, request.args.to_dict())["projectId"]
     search = request.values.get("search", "").replace("\x00", "").strip()
-    runs = service.new_case_runs(current_user, agent_id, project_id, search or None)
     form = request.form if request.method == "POST" else request.args
-    body, errors, shown = case_form(form)
-    extra = request.form.get("more") if request.method == "POST" else None
+    shown = case_form.shown_fields(form)
+    runs, run = service.new_case_runs(
+        current_user, agent_id, project_id, search or None, shown["runId"] or None
+    )
+    offers = case_form.run_offers(run.output, run.calls) if run else None
+    if offers and form.get("take"):
+        shown = case_form.take(shown, offers, form["take"])
+    body, errors = case_form.case_body(shown)
     status = 200
-    if request.method == "POST" and not extra and not request.form.get("find"):
+    if request.method == "POST" and not any(form.get(name) for name in FORM_ACTIONS):
         try:
             if errors:
                 raise bad_input(errors)
@@ -365,8 +323,12 @@ def new_case(agent_id: str):
             flash("Case added.")
             return redirect(url_for("pages.case", agent_id=agent_id, case_id=created.id), 303)
         except DomainError as err:  # shown next to the fields it names, or above the form
-            errors = (err.details or {}).get("fields") or {"_body": [err.message]}
+            fields = (err.details or {}).get("fields")
+            errors = case_form.row_errors(fields, shown) if fields else {"_body": [err.message]}
             status = err.status
+    else:
+        errors = {}  # a form being filled in is not judged yet
+    extra = form.get("more")
     rows = {
         "shouldCall": max(len(shown["shouldCall"]) + (extra == "shouldCall"), CASE_ROWS),
         "items": max(len(shown["items"]) + (extra == "items"), ITEM_ROWS),
@@ -376,6 +338,8 @@ def new_case(agent_id: str):
         agent_id=agent_id,
         project_id=project_id,
         runs=runs.items,
+        run=run,
+        offers=offers,
         search=search,
         shown=shown,
         errors=errors,
