@@ -25,9 +25,8 @@ from flask import (
 from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required, login_user, logout_user
 from jsonpointer import JsonPointerException, resolve_pointer
-from markupsafe import Markup, escape
 
-from . import case_form, http, reports, schemas, service
+from . import case_form, http, reports, schemas, service, views
 from .errors import BadInput, DomainError, TooManyAttempts, bad_input
 from .service import search
 
@@ -41,31 +40,20 @@ SEARCH_FIELDS = ("q", "tool", "expert", "addedBy", "addedAfter", "addedBefore")
 
 def register_filters(app: Flask) -> None:
     """The templates' filters."""
-    app.add_template_filter(_highlighted, "highlight")
+    app.add_template_filter(views.highlighted, "highlight")
     app.add_template_filter(schemas.rfc3339, "rfc3339")
     app.add_template_filter(lambda week, weekly: weekly.get(week, 0), "weekly_count")
     app.add_template_filter(_pointed_at, "pointer")
     app.add_template_filter(_as_json, "as_json")
+    app.add_template_filter(views.when, "when")
+    app.add_template_filter(views.actor, "actor")
+    app.add_template_filter(views.summary, "summary")
+    app.add_template_filter(views.case_row, "case_row")
 
 
 def _as_json(value: Any, indent: int | None = None) -> str:
     """JSON for people to read; the template's autoescaping makes it safe HTML."""
     return json.dumps(value, ensure_ascii=False, indent=indent)
-
-
-def _highlighted(value: Any, words: set[str]) -> Markup:
-    """Text (or HTML Markup) with the words searched for marked, as the index matches them:
-    whole, in any case, with or without accents."""
-    plain = value.unescape() if isinstance(value, Markup) else str(value)
-    if not words:
-        return escape(plain)
-    out, at = [], 0
-    for found in search.WORD_RE.finditer(plain):
-        if search.folded(found.group()) in words:
-            out += [escape(plain[at : found.start()]), Markup("<mark>%s</mark>") % found.group()]
-            at = found.end()
-    out.append(escape(plain[at:]))
-    return Markup("").join(out)
 
 
 def _pointed_at(document: Any, pointer: str) -> Any:
@@ -179,6 +167,9 @@ def cases(agent_id: str):
         "max_counted": service.MAX_COUNTED,
         "may_publish": view.may_publish,
         "more_url": _more_url(view.page),
+        # a case's address is this and its id (server-made: a prefix and hex, nothing to
+        # quote); url_for once a page, not once a row
+        "case_url": url_for("pages.case", agent_id=agent_id, case_id="-")[:-1],
     }
     template = "_case_rows.html" if more else "_case_list.html" if swap else "cases.html"
     return render_template(template, **context), {"Vary": "HX-Request"}
