@@ -40,14 +40,12 @@ SEARCH_FIELDS = ("q", "tool", "expert", "addedBy", "addedAfter", "addedBefore")
 
 def register_filters(app: Flask) -> None:
     """The templates' filters."""
-    app.add_template_filter(views.highlighted, "highlight")
     app.add_template_filter(schemas.rfc3339, "rfc3339")
     app.add_template_filter(lambda week, weekly: weekly.get(week, 0), "weekly_count")
     app.add_template_filter(_pointed_at, "pointer")
     app.add_template_filter(_as_json, "as_json")
     app.add_template_filter(views.when, "when")
     app.add_template_filter(views.actor, "actor")
-    app.add_template_filter(views.summary, "summary")
     app.add_template_filter(views.case_row, "case_row")
 
 
