@@ -165,8 +165,9 @@ def shown_fields(form: Mapping[str, str]) -> dict[str, Any]:
 
 def case_body(shown: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list[str]]]:
     """The form's fields as the API's JSON body, and the errors found before the schema (args
-    that are not JSON, a rank that is not a number). Item rows not judged are left out: only
-    the verdicts given are part of a case."""
+    that are not JSON, a rank that is not a number), named as the schema names its own: by
+    the body's items (`row_errors` names them by the form's rows). Item rows not judged are
+    left out: only the verdicts given are part of a case."""
     body: dict[str, Any] = {
         k: shown[k] for k in ("runId", "decisions", "answer", "shouldSay", "why") if shown[k]
     }
@@ -188,8 +189,8 @@ def case_body(shown: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list[str
     judged = _judged(shown)
     if judged:
         body["items"] = []
-        for i in judged:
-            row = shown["items"][i]
+        for i, row_index in enumerate(judged):
+            row = shown["items"][row_index]
             item: dict[str, Any] = {k: row[k] for k in ("key", "pointer", "verdict") if row[k]}
             if row["rank"]:
                 if row["rank"].isdigit():
@@ -206,8 +207,8 @@ def _judged(shown: dict[str, Any]) -> list[int]:
 
 
 def row_errors(errors: dict[str, list[str]], shown: dict[str, Any]) -> dict[str, list[str]]:
-    """The schema's errors on the body named by the form's rows: `items.N.…` is the N-th item
-    of the body, which is a later row when rows before it were not judged."""
+    """Errors on the body named by the form's rows: `items.N.…` is the N-th item of the body,
+    which is a later row when rows before it were not judged."""
     judged = _judged(shown)
     named = {}
     for name, messages in errors.items():

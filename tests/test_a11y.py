@@ -42,6 +42,14 @@ def tab_to(page: Page, target: Locator, *, backwards: bool = False, most: int = 
     raise AssertionError(f"Tab never reached {target}")
 
 
+def type_and_press(page: Page, field: str, text: str, button: str) -> None:
+    """Tab to a field, type into it, then Tab to a button and press Enter."""
+    tab_to(page, page.get_by_label(field))
+    page.keyboard.type(text)
+    tab_to(page, page.get_by_role("button", name=button))
+    page.keyboard.press("Enter")
+
+
 # ---------------------------------------------------------------- axe-core on every page
 
 
@@ -178,16 +186,10 @@ def test_a_case_is_added_then_retired_from_the_keyboard(page, server):
     page.keyboard.press("ArrowRight")  # "Right"
     page.keyboard.press("ArrowRight")  # "Wrong"
     expect(page.locator("input[name=answer][value=wrong]")).to_be_checked()
-    tab_to(page, page.get_by_label("Why"))
-    page.keyboard.type("typed from the keyboard")
-    tab_to(page, page.get_by_role("button", name="Add the case"))
-    page.keyboard.press("Enter")
+    type_and_press(page, "Why", "typed from the keyboard", "Add the case")
     expect(page.get_by_role("status")).to_contain_text("Case added")
     expect(page.get_by_text("typed from the keyboard")).to_be_visible()
 
-    tab_to(page, page.get_by_label("Why retire it?"))
-    page.keyboard.type("added by a keyboard test")
-    tab_to(page, page.get_by_role("button", name="Retire this case"))
-    page.keyboard.press("Enter")
+    type_and_press(page, "Why retire it?", "added by a keyboard test", "Retire this case")
     expect(page.get_by_role("status")).to_contain_text("retired")
     expect(page.get_by_text("“added by a keyboard test”")).to_be_visible()

@@ -99,15 +99,24 @@ def test_rows_not_judged_are_left_out_and_errors_name_the_rows_they_came_from():
     rows = [
         {"key": "a", "pointer": "/matches/0", "rank": "0", "verdict": ""},
         {"key": "b", "pointer": "/matches/1", "rank": "x", "verdict": "right"},
+        {"key": "c", "pointer": "/matches/2", "rank": "y", "verdict": "wrong"},
     ]
-    body, errors = case_form.case_body(blank(items=rows))
-    assert body == {"items": [{"key": "b", "pointer": "/matches/1", "verdict": "right"}]}
-    assert errors == {"items.1.rank": ["A whole number, 0 for the first."]}
-    # the schema names the body's item 0, which is the form's row 1
-    named = case_form.row_errors(
-        {"items.0.key": ["bad"], "items": ["Each key once."]}, blank(items=rows)
-    )
-    assert named == {"items.1.key": ["bad"], "items": ["Each key once."]}
+    shown = blank(items=rows)
+    body, errors = case_form.case_body(shown)
+    assert body == {
+        "items": [
+            {"key": "b", "pointer": "/matches/1", "verdict": "right"},
+            {"key": "c", "pointer": "/matches/2", "verdict": "wrong"},
+        ]
+    }
+    # named by the body's items, as the schema names its errors; then by the form's rows
+    assert set(errors) == {"items.0.rank", "items.1.rank"}
+    assert set(case_form.row_errors(errors, shown)) == {"items.1.rank", "items.2.rank"}
+    schema = {"items.0.key": ["bad"], "items": ["Each key once."]}
+    assert case_form.row_errors(schema, shown) == {
+        "items.1.key": ["bad"],
+        "items": ["Each key once."],
+    }
 
 
 # ---------------------------------------------------------------- over HTTP
