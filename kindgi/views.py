@@ -19,9 +19,10 @@ TRUNCATE_AT, LEEWAY, ELLIPSIS = 60, 5, "..."  # as Jinja's truncate(60) cuts a q
 
 
 def when(at: datetime) -> Markup:
-    """A moment for people to read, to the minute, with its exact time for machines (neither
-    has a character to escape)."""
-    return Markup(f'<time datetime="{rfc3339(at)}">{at:%Y-%m-%d %H:%M}</time>')
+    """A moment for people to read, in UTC to the minute, with its exact time for machines
+    (neither has a character to escape); the first is cut from the second, not strftime'd."""
+    exact = rfc3339(at)
+    return Markup(f'<time datetime="{exact}">{exact[:10]} {exact[11:16]}</time>')
 
 
 def actor(actor_id: str, kind: str) -> Markup:
