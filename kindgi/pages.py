@@ -24,6 +24,7 @@ from flask import (
 )
 from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required, login_user, logout_user
+from flask_wtf.csrf import generate_csrf
 from jsonpointer import JsonPointerException, resolve_pointer
 
 from . import case_form, http, reports, schemas, service, views
@@ -88,6 +89,9 @@ def login():
         return render_template("login.html", error=error, email=email), 401
     session.clear()  # a fresh session at every sign-in
     login_user(principal)
+    # Its CSRF token made now, in the cookie this answer sets: otherwise the next page makes it
+    # and sets the cookie again, and so does every page for a client that keeps the first one
+    generate_csrf()
     return redirect(_safe_next(request.args.get("next")))
 
 
