@@ -3,10 +3,12 @@ that everything stored in it is escaped, and the searched words marked."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
+from conftest import AGENT, P1, sign_in
 
 from kindgi import views
 
@@ -82,3 +84,22 @@ def test_a_row_says_what_the_case_is_and_offers_a_box_only_to_who_may_publish():
     retired = views.case_row(row(retired_at=AT, expert=False), "/c/", set(), False)
     assert '<tr class="retired">' in retired and "tag retired" in retired
     assert "caseIds" not in retired and "expert" not in retired
+
+
+def test_the_cases_page_counts_the_active_cases_by_kind_and_by_expert(api, client):
+    """Each box says what the list holds (they once all said 0 but active and retired)."""
+    listed = api.get(f"/v1/agents/{AGENT}/test-set/cases?projectId={P1}&limit=100").get_json()
+    active = listed["data"]  # retired cases are not listed
+    assert not listed["hasMore"] and active
+    sign_in(client, "publisher@acme.test", "publisher-pass-1")
+    page = client.get(f"/agents/{AGENT}/test-set/cases?projectId={P1}").get_data(as_text=True)
+    shown = dict(re.findall(r"<dt>(\w[\w ]*)</dt><dd>(\d+)</dd>", page))
+    assert shown == {
+        "Active": str(len(active)),
+        "Retired": str(
+            api.get(f"/v1/agents/{AGENT}/test-set?projectId={P1}").get_json()["cases"]["retired"]
+        ),
+        "Corrections": str(sum(case["kind"] == "correction" for case in active)),
+        "By hand": str(sum(case["kind"] == "hand" for case in active)),
+        "Expert": str(sum(case.get("expert", False) for case in active)),
+    }
