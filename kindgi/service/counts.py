@@ -179,14 +179,16 @@ _LAST_ADDED = (
 )
 
 
-def counts_of(agent_pk: int, agent_id: str, project_id: str) -> Counts:
-    """The counts of a test set the caller was already found to read."""
+def counts_of(agent_pk: int, agent_id: str, project_id: str, *, version: bool = True) -> Counts:
+    """The counts of a test set the caller was already found to read, with its newest frozen
+    version unless `version` is False (the cases page shows none: one query fewer)."""
     params = {"agent_pk": agent_pk, "project_id": project_id}
     counts = Counts(agent_id, project_id)
     for kind, retired, expert, n in sql().execute(_TOTALS, params):
         counts.count(kind, retired, expert, n)
     counts.last_added_at = _last_added(agent_pk, project_id)
-    counts.frozen_version = sql().execute(_NEWEST_VERSION, params).scalar()
+    if version:
+        counts.frozen_version = sql().execute(_NEWEST_VERSION, params).scalar()
     return counts
 
 
