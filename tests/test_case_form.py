@@ -248,6 +248,7 @@ def test_a_taken_form_with_bad_input_says_where_and_adds_nothing(page, server):
     page.locator("input[name=runId][value=run-1]").check()
     if not page.js:  # type: ignore[attr-defined]
         press(page, "Show this run")
+    expect(page.get_by_role("heading", name="Run run-1")).to_be_visible()  # htmx's swap is in
     press(page, "Should call search, call 1")
     page.locator("#shouldCall-0-args").fill("{not json")
     press(page, "Rank these 2 items of /matches")
