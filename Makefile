@@ -10,7 +10,7 @@ BIN     := $(VENV)/bin
 PORT    ?= 5000
 CASES   ?= 2000
 
-.PHONY: setup tools demo test lint
+.PHONY: setup tools axe demo test lint
 
 # constraints.txt pins every package to the versions the suite last passed with
 # (refresh: .venv/bin/pip freeze --exclude-editable > constraints.txt).
@@ -19,6 +19,15 @@ $(BIN)/flask: pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
 	touch $@
+
+# axe-core, the accessibility checker the browser tests inject into each page (tests/axe.py),
+# from the npm registry at the version tests/axe/package-lock.json pins (npm comes with tools).
+AXE := tests/axe/node_modules/axe-core/axe.min.js
+$(AXE): tests/axe/package.json tests/axe/package-lock.json
+	npm ci --prefix tests/axe --no-audit --no-fund --silent
+	touch $@
+
+axe: $(AXE)
 
 setup: $(BIN)/flask
 
@@ -32,10 +41,12 @@ demo: setup
 	$(BIN)/gunicorn --workers 2 --bind 127.0.0.1:$(PORT) app:app & wait
 
 # Debian's packages the tests drive: Chromium for the browser tests (never a browser download of
-# Playwright's own), wrk for the bench's smoke run, sqlite3 for the chaos test's backup.
+# Playwright's own), wrk for the bench's smoke run, sqlite3 for the chaos test's backup, npm for
+# axe-core.
 tools:
-	@command -v chromium >/dev/null && command -v wrk >/dev/null && command -v sqlite3 >/dev/null || { \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium wrk sqlite3; }
+	@command -v chromium >/dev/null && command -v wrk >/dev/null && command -v sqlite3 >/dev/null \
+	  && command -v npm >/dev/null || { apt-get update -qq \
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium wrk sqlite3 npm; }
 
 lint: setup
 	$(BIN)/ruff check .
@@ -43,7 +54,7 @@ lint: setup
 
 # The suite runs on SQLite, then again on PostgreSQL when KINDGI_TEST_DATABASE_URL names a server
 # (the tests make and drop their own databases there).
-test: setup tools lint
+test: setup tools $(AXE) lint
 	env -u KINDGI_TEST_DATABASE_URL $(BIN)/pytest -n 2 tests
 	@if [ -n "$$KINDGI_TEST_DATABASE_URL" ]; then \
 	  echo "== the same suite on PostgreSQL ($$KINDGI_TEST_DATABASE_URL)"; \

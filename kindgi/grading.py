@@ -214,7 +214,7 @@ def _key_text(value: Any) -> str | None:
     return None
 
 
-def _element_key(element: Any) -> str | None:
+def element_key(element: Any) -> str | None:
     """An element's key: itself when a string or number, else its `key` field, else its `id`."""
     if isinstance(element, dict):
         key = _key_text(element.get("key"))
@@ -271,7 +271,7 @@ def _ranked_keys(
         return None
     keys: dict[str, None] = {}  # ordered: a repeat keeps its first rank
     for element in elements:
-        key = _element_key(element)
+        key = element_key(element)
         if key is None:
             return None
         keys.setdefault(key, None)

@@ -24,10 +24,10 @@ from flask import (
 )
 from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required, login_user, logout_user
+from flask_wtf.csrf import generate_csrf
 from jsonpointer import JsonPointerException, resolve_pointer
-from markupsafe import Markup, escape
 
-from . import http, reports, schemas, service
+from . import case_form, http, reports, schemas, service, views
 from .errors import BadInput, DomainError, TooManyAttempts, bad_input
 from .service import search
 
@@ -41,31 +41,17 @@ SEARCH_FIELDS = ("q", "tool", "expert", "addedBy", "addedAfter", "addedBefore")
 
 def register_filters(app: Flask) -> None:
     """The templates' filters."""
-    app.add_template_filter(_highlighted, "highlight")
-    app.add_template_filter(schemas.rfc3339, "rfc3339")
     app.add_template_filter(lambda week, weekly: weekly.get(week, 0), "weekly_count")
     app.add_template_filter(_pointed_at, "pointer")
     app.add_template_filter(_as_json, "as_json")
+    app.add_template_filter(views.when, "when")
+    app.add_template_filter(views.actor, "actor")
+    app.add_template_filter(views.case_row, "case_row")
 
 
 def _as_json(value: Any, indent: int | None = None) -> str:
     """JSON for people to read; the template's autoescaping makes it safe HTML."""
     return json.dumps(value, ensure_ascii=False, indent=indent)
-
-
-def _highlighted(value: Any, words: set[str]) -> Markup:
-    """Text (or HTML Markup) with the words searched for marked, as the index matches them:
-    whole, in any case, with or without accents."""
-    plain = value.unescape() if isinstance(value, Markup) else str(value)
-    if not words:
-        return escape(plain)
-    out, at = [], 0
-    for found in search.WORD_RE.finditer(plain):
-        if search.folded(found.group()) in words:
-            out += [escape(plain[at : found.start()]), Markup("<mark>%s</mark>") % found.group()]
-            at = found.end()
-    out.append(escape(plain[at:]))
-    return Markup("").join(out)
 
 
 def _pointed_at(document: Any, pointer: str) -> Any:
@@ -103,6 +89,9 @@ def login():
         return render_template("login.html", error=error, email=email), 401
     session.clear()  # a fresh session at every sign-in
     login_user(principal)
+    # Its CSRF token made now, in the cookie this answer sets: otherwise the next page makes it
+    # and sets the cookie again, and so does every page for a client that keeps the first one
+    generate_csrf()
     return redirect(_safe_next(request.args.get("next")))
 
 
@@ -179,6 +168,9 @@ def cases(agent_id: str):
         "max_counted": service.MAX_COUNTED,
         "may_publish": view.may_publish,
         "more_url": _more_url(view.page),
+        # a case's address is this and its id (server-made: a prefix and hex, nothing to
+        # quote); url_for once a page, not once a row
+        "case_url": url_for("pages.case", agent_id=agent_id, case_id="-")[:-1],
     }
     template = "_case_rows.html" if more else "_case_list.html" if swap else "cases.html"
     return render_template(template, **context), {"Vary": "HX-Request"}
@@ -292,70 +284,28 @@ def restore(agent_id: str, case_id: str):
 
 # ---------------------------------------------------------------- experts: adding a case
 
-
-def _rows(form: Any, prefix: str, names: tuple[str, ...]) -> list[dict[str, str]]:
-    """Repeated rows `prefix-N-name`, in order, leaving out rows left empty."""
-    indexes = sorted(
-        {
-            int(k.split("-")[1])
-            for k in form
-            if k.startswith(prefix + "-") and k.count("-") == 2 and k.split("-")[1].isdigit()
-        }
-    )
-    rows = [{n: form.get(f"{prefix}-{i}-{n}", "").strip() for n in names} for i in indexes]
-    return [r for r in rows if any(r.values())]
-
-
-def case_form(form: Any) -> tuple[dict[str, Any], dict[str, list[str]], dict[str, Any]]:
-    """The add-case form as (the API's JSON body, errors found before the schema, what to show)."""
-    shown: dict[str, Any] = {
-        k: form.get(k, "").strip()
-        for k in ("runId", "decisions", "answer", "shouldSay", "why", "mustNotCall")
-    }
-    shown["shouldCall"] = _rows(form, "shouldCall", ("tool", "args"))
-    shown["items"] = _rows(form, "items", ("key", "pointer", "rank", "verdict"))
-    body: dict[str, Any] = {
-        k: shown[k] for k in ("runId", "decisions", "answer", "shouldSay", "why") if shown[k]
-    }
-    errors: dict[str, list[str]] = {}
-    if shown["mustNotCall"]:
-        body["mustNotCall"] = [t.strip() for t in shown["mustNotCall"].splitlines() if t.strip()]
-    if shown["shouldCall"]:
-        body["shouldCall"] = []
-        for i, row in enumerate(shown["shouldCall"]):
-            call: dict[str, Any] = {"tool": row["tool"]}
-            if row["args"]:
-                try:
-                    call["args"] = json.loads(row["args"])
-                except ValueError:
-                    errors[f"shouldCall.{i}.args"] = [
-                        'Not valid JSON: write an object, e.g. {"q": "lease"}.'
-                    ]
-            body["shouldCall"].append(call)
-    if shown["items"]:
-        body["items"] = []
-        for i, row in enumerate(shown["items"]):
-            item: dict[str, Any] = {k: row[k] for k in ("key", "pointer", "verdict") if row[k]}
-            if row["rank"]:
-                if row["rank"].isdigit():
-                    item["rank"] = int(row["rank"])
-                else:
-                    errors[f"items.{i}.rank"] = ["A whole number, 0 for the first."]
-            body["items"].append(item)
-    return body, errors, shown
+# The buttons that post the add-case form back to show it again rather than add the case.
+FORM_ACTIONS = ("more", "find", "show", "take")
 
 
 @bp.route("/agents/<agent_id>/test-set/cases/new", methods=["GET", "POST"])
 @login_required
 def new_case(agent_id: str):
+    """The add-case form: a run picked, shown, and its calls and lists taken into the case with
+    a button each (htmx re-renders the form in place), or anything typed by hand."""
     project_id = schemas.load(schemas.TestSetQuery, request.args.to_dict())["projectId"]
     search = request.values.get("search", "").replace("\x00", "").strip()
-    runs = service.new_case_runs(current_user, agent_id, project_id, search or None)
     form = request.form if request.method == "POST" else request.args
-    body, errors, shown = case_form(form)
-    extra = request.form.get("more") if request.method == "POST" else None
+    shown = case_form.shown_fields(form)
+    runs, run = service.new_case_runs(
+        current_user, agent_id, project_id, search or None, shown["runId"] or None
+    )
+    offers = case_form.run_offers(run.output, run.calls) if run else None
+    if offers and form.get("take"):
+        shown = case_form.take(shown, offers, form["take"])
+    body, errors = case_form.case_body(shown)
     status = 200
-    if request.method == "POST" and not extra and not request.form.get("find"):
+    if request.method == "POST" and not any(form.get(name) for name in FORM_ACTIONS):
         try:
             if errors:
                 raise bad_input(errors)
@@ -365,8 +315,12 @@ def new_case(agent_id: str):
             flash("Case added.")
             return redirect(url_for("pages.case", agent_id=agent_id, case_id=created.id), 303)
         except DomainError as err:  # shown next to the fields it names, or above the form
-            errors = (err.details or {}).get("fields") or {"_body": [err.message]}
+            fields = (err.details or {}).get("fields")
+            errors = case_form.row_errors(fields, shown) if fields else {"_body": [err.message]}
             status = err.status
+    else:
+        errors = {}  # a form being filled in is not judged yet
+    extra = form.get("more")
     rows = {
         "shouldCall": max(len(shown["shouldCall"]) + (extra == "shouldCall"), CASE_ROWS),
         "items": max(len(shown["items"]) + (extra == "items"), ITEM_ROWS),
@@ -376,6 +330,8 @@ def new_case(agent_id: str):
         agent_id=agent_id,
         project_id=project_id,
         runs=runs.items,
+        run=run,
+        offers=offers,
         search=search,
         shown=shown,
         errors=errors,

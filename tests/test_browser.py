@@ -1,6 +1,7 @@
 """The pages in a real browser: Debian's Chromium driven by Playwright, against a live server.
 
-Every flow runs twice, with JavaScript (htmx swaps in place) and without (plain forms and links).
+Every flow runs twice, with JavaScript (htmx swaps in place) and without (plain forms and links):
+the `page` fixture (tests/browsing.py) is one of each.
 Screenshots land in test-artifacts/; with KINDGI_UPDATE_SCREENSHOTS=1 the README's are refreshed.
 """
 
@@ -9,94 +10,17 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import requests
-from conftest import AGENT, P1, TOKENS, app_on
-from playwright.sync_api import Browser, Page, expect, sync_playwright
-from werkzeug.serving import make_server
+from browsing import needs_chromium, sign_in
+from conftest import AGENT, P1, TOKENS
+from playwright.sync_api import Page, expect
 
-from kindgi import world
-from kindgi.database import db
-
-CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).parent.parent / "test-artifacts"
 README_SHOTS = Path(__file__).parent.parent / "docs" / "screenshots"
-EXTRA_CASES = 60  # more than two pages of 25
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium")
-
-
-def extra_cases() -> dict:
-    """Hand cases on run-2, one a minute, so the list has pages to load."""
-    return {
-        "cases": [
-            {
-                "id": f"case-extra-{i:03d}",
-                "run": "run-2",
-                "by": "u-publisher",
-                "at": f"2026-05-01T{i // 60:02d}:{i % 60:02d}:00Z",
-                "body": {"answer": "right"},
-            }
-            for i in range(EXTRA_CASES)
-        ]
-    }
-
-
-@pytest.fixture(scope="module")
-def server(databases) -> Iterator[str]:
-    """A live server (real HTTP, threads) on a copy of the test world with extra cases."""
-    with app_on(databases, databases.clone()) as app:
-        with app.app_context():
-            world.load(extra_cases())
-            db.session.commit()
-            db.session.remove()
-        httpd = make_server("127.0.0.1", 0, app, threaded=True)
-        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-        thread.start()
-        yield f"http://127.0.0.1:{httpd.server_port}"
-        httpd.shutdown()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        yield browser
-        browser.close()
-
-
-@pytest.fixture(params=[True, False], ids=["js", "no-js"])
-def page(request, browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(
-        java_script_enabled=request.param, viewport={"width": 1280, "height": 900}
-    )
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    page.js = request.param  # type: ignore[attr-defined]
-    yield page
-    context.close()
-
-
-def sign_in(page: Page, server: str, email: str, password: str) -> None:
-    page.goto(f"{server}/login")
-    page.get_by_label("Email").fill(email)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("heading", name="Test sets")).to_be_visible()
+pytestmark = needs_chromium
 
 
 def shoot(page: Page, name: str) -> None:
@@ -109,6 +33,12 @@ def shoot(page: Page, name: str) -> None:
 
 def case_rows(page: Page):
     return page.locator("#case-rows tr:not(#more-row)")
+
+
+def case_row(page: Page, case_id: str):
+    """The row of this case: by its link's exact text, as `case-2` is also the start of a
+    random `case-2…` id that another test here added."""
+    return case_rows(page).filter(has=page.get_by_role("link", name=case_id, exact=True))
 
 
 def test_a_wrong_password_and_an_unknown_email_get_the_same_answer(page, server):
@@ -356,8 +286,8 @@ def test_an_expert_searches_and_the_address_keeps_the_search(page, server):
     expect(page).to_have_url(re.compile(r"[?&]q=LOOKUP(&|$)"))
     expect(page.locator("#matching")).to_be_visible()
     found = case_rows(page)
-    expect(found.filter(has_text=re.compile(r"\bcor-1\b"))).to_have_count(1)
-    expect(found.filter(has_text=re.compile(r"\bcase-1\b"))).to_have_count(0)  # retired
+    expect(case_row(page, "cor-1")).to_have_count(1)
+    expect(case_row(page, "case-1")).to_have_count(0)  # retired
     n = found.count()
     expect(found.locator("mark")).to_have_count(n)  # each row's summary names the tool
     expect(found.locator("mark").first).to_have_text("lookup")
@@ -372,7 +302,5 @@ def test_an_expert_searches_and_the_address_keeps_the_search(page, server):
     if not page.js:  # type: ignore[attr-defined]
         page.get_by_role("button", name="Apply").click()
     expect(page).to_have_url(re.compile(r"[?&]q=lease(&|$)"))
-    expect(case_rows(page).filter(has_text=re.compile(r"\bcase-1\b"))).to_have_count(
-        1
-    )  # retired, shown now
-    expect(case_rows(page).filter(has_text=re.compile(r"\bcase-2\b"))).to_have_count(0)  # run-2's
+    expect(case_row(page, "case-1")).to_have_count(1)  # retired, shown now
+    expect(case_row(page, "case-2")).to_have_count(0)  # run-2's

@@ -224,7 +224,7 @@ def cases_page(
         return CasesView(page, None, may.may_publish)
     view = CasesView(
         page,
-        counts_of(agent.pk, agent.id, project_id),
+        counts_of(agent.pk, agent.id, project_id, version=False),
         may.may_publish,
         search.tools(agent.pk, project_id),
     )

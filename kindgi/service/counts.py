@@ -144,22 +144,28 @@ class Counts:
 
     def add(self, cell: Tally) -> None:
         self.weekly[cell.week] = self.weekly.get(cell.week, 0) + cell.n
-        if cell.retired:
-            self.retired += cell.n
+        self.count(cell.kind, cell.retired, cell.expert, cell.n)
+
+    def count(self, kind: str, retired: bool, expert: bool, n: int) -> None:
+        """n cases of a kind, retired or not, an expert's or not: the breakdown is of the
+        active ones."""
+        if retired:
+            self.retired += n
             return
-        self.active += cell.n
-        self.expert += cell.n if cell.expert else 0
-        if cell.kind == "hand":
-            self.hand += cell.n
+        self.active += n
+        self.expert += n if expert else 0
+        if kind == "hand":
+            self.hand += n
         else:
-            self.correction += cell.n
+            self.correction += n
 
 
-# A test set's active and retired totals, summed in the database over its few count cells.
+# A test set's totals, summed in the database over its few count cells: active and retired,
+# and the active ones by kind and by expert, as the cases page shows them.
 _TOTALS = (
-    select(Tally.retired, func.sum(Tally.n))
+    select(Tally.kind, Tally.retired, Tally.expert, func.sum(Tally.n))
     .where(Tally.agent_pk == bindparam("agent_pk"), Tally.project_id == bindparam("project_id"))
-    .group_by(Tally.retired)
+    .group_by(Tally.kind, Tally.retired, Tally.expert)
 )
 _LAST_ADDED = (
     select(Case.added_at)
@@ -173,17 +179,16 @@ _LAST_ADDED = (
 )
 
 
-def counts_of(agent_pk: int, agent_id: str, project_id: str) -> Counts:
-    """The counts of a test set the caller was already found to read."""
+def counts_of(agent_pk: int, agent_id: str, project_id: str, *, version: bool = True) -> Counts:
+    """The counts of a test set the caller was already found to read, with its newest frozen
+    version unless `version` is False (the cases page shows none: one query fewer)."""
     params = {"agent_pk": agent_pk, "project_id": project_id}
     counts = Counts(agent_id, project_id)
-    for retired, n in sql().execute(_TOTALS, params):
-        if retired:
-            counts.retired = n
-        else:
-            counts.active = n
+    for kind, retired, expert, n in sql().execute(_TOTALS, params):
+        counts.count(kind, retired, expert, n)
     counts.last_added_at = _last_added(agent_pk, project_id)
-    counts.frozen_version = sql().execute(_NEWEST_VERSION, params).scalar()
+    if version:
+        counts.frozen_version = sql().execute(_NEWEST_VERSION, params).scalar()
     return counts
 
 

@@ -109,12 +109,18 @@ def authenticate(authorization: str | None) -> Principal:
     )
 
 
+# A signed-in user's principal, read on every page: the four columns, not the ORM object.
+_USER_QUERY = select(User.id, User.tenant_id, User.admin, User.name).where(
+    User.id == bindparam("user_id")
+)
+
+
 def user_principal(user_id: str) -> Principal | None:
     """The principal of a signed-in browser session."""
-    user = db.session.get(User, user_id)
+    user = sql().execute(_USER_QUERY, {"user_id": user_id}).first()
     if user is None:
         return None
-    return Principal("user", user.id, user.tenant_id, user.admin, None, user.name)
+    return Principal("user", user.id, user.tenant_id, bool(user.admin), None, user.name)
 
 
 def operator(agent_id: str, tenant_id: str | None = None) -> Principal:

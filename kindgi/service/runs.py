@@ -173,8 +173,26 @@ def agent_and_run(caller: Principal, agent_id: str, run_id: str) -> tuple[AgentR
     return AgentRef(row.pk, row.id), run
 
 
-def new_case_runs(caller: Principal, agent_id: str, project_id: str, search: str | None) -> Page:
-    """The finished runs the add-case page offers, once the caller may add a case there."""
+# A finished run of the agent in the project, with what it said and did.
+_PICKED_RUN = select(*RUN_COLUMNS).where(
+    Run.id == bindparam("run"),
+    Run.agent_pk == bindparam("agent_pk"),
+    Run.project_id == bindparam("project_id"),
+    Run.status == "finished",
+)
+
+
+def new_case_runs(
+    caller: Principal, agent_id: str, project_id: str, search: str | None, picked: str | None
+) -> tuple[Page, Any]:
+    """The finished runs the add-case page offers, once the caller may add a case there, and
+    the run picked among them (its row, None when none is or it is no such run): the form
+    shows what it said and did, to be taken into the case."""
     agent, grants = scope(caller, agent_id, project_id)
     grants.require("publish", agent, project_id)
-    return runs_of(caller, agent, project_id, status="finished", search=search, limit=50)
+    runs = runs_of(caller, agent, project_id, status="finished", search=search, limit=50)
+    run = None
+    if picked and "\x00" not in picked:  # a NUL no database compares: no such run
+        params = {"run": picked, "agent_pk": agent.pk, "project_id": project_id}
+        run = sql().execute(_PICKED_RUN, params).first()
+    return runs, run

@@ -26,7 +26,7 @@ from functools import cache
 from time import monotonic
 from typing import Any
 
-from sqlalchemy import TextClause, func, select, text
+from sqlalchemy import TextClause, bindparam, func, select, text
 
 from ..grading import PARTS
 from ..models import Case, TestSetTool
@@ -235,15 +235,20 @@ def note_tools(rows: list[dict[str, Any]]) -> None:
         sql().execute(_note_tools(dialect()), rows)
 
 
+# The tools a test set's cases name, built once: the cases page reads them on every request.
+_TOOLS = (
+    select(TestSetTool.tool)
+    .where(
+        TestSetTool.agent_pk == bindparam("agent_pk"),
+        TestSetTool.project_id == bindparam("project_id"),
+    )
+    .order_by(TestSetTool.tool)
+)
+
+
 def tools(agent_pk: int, project_id: str) -> list[str]:
     """The tools the test set's cases name, in order: the cases page's choice."""
-    return list(
-        sql().scalars(
-            select(TestSetTool.tool)
-            .where(TestSetTool.agent_pk == agent_pk, TestSetTool.project_id == project_id)
-            .order_by(TestSetTool.tool)
-        )
-    )
+    return list(sql().scalars(_TOOLS, {"agent_pk": agent_pk, "project_id": project_id}))
 
 
 @contextmanager

@@ -1,0 +1,107 @@
+"""Small pieces of the pages, computed in Python and used by the templates as filters.
+
+The cases page draws 25 rows a request, and Jinja macro calls and lookups in every cell (when,
+who, what a case expects, the case's address) were most of its time: a row made here costs a
+fraction of that, and the page answers at half the JSON list's rate or better.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from markupsafe import Markup, escape
+
+from .schemas import rfc3339
+from .service import search
+
+TRUNCATE_AT, LEEWAY, ELLIPSIS = 60, 5, "..."  # as Jinja's truncate(60) cuts a quote
+
+
+def when(at: datetime) -> Markup:
+    """A moment for people to read, in UTC to the minute, with its exact time for machines
+    (neither has a character to escape); the first is cut from the second, not strftime'd."""
+    exact = rfc3339(at)
+    return Markup(f'<time datetime="{exact}">{exact[:10]} {exact[11:16]}</time>')
+
+
+def actor(actor_id: str, kind: str) -> Markup:
+    """Who did something: a user's id, or a token's marked as a service."""
+    tag = ' <span class="tag">service</span>' if kind == "service" else ""
+    return Markup(f"{escape(actor_id)}{tag}")
+
+
+def _truncated(text: str) -> str:
+    """Text cut at a word near TRUNCATE_AT characters, with an ellipsis (Jinja's truncate)."""
+    if len(text) <= TRUNCATE_AT + LEEWAY:
+        return text
+    return text[: TRUNCATE_AT - len(ELLIPSIS)].rsplit(" ", 1)[0] + ELLIPSIS
+
+
+def summary(expect: dict[str, Any]) -> str:
+    """What a case expects in a line: each part's verdict, the calls named, the answer's
+    correction, how many items are judged right."""
+    parts = []
+    decisions = expect.get("decisions")
+    if decisions:
+        line = f"decisions {decisions['verdict']}"
+        calls = ", ".join(call["tool"] for call in decisions.get("shouldCall") or [])
+        banned = ", ".join(decisions.get("mustNotCall") or [])
+        line += f": call {calls}" if calls else ""
+        line += f"; not {banned}" if banned else ""
+        parts.append(line)
+    answer = expect.get("answer")
+    if answer:
+        said = answer.get("shouldSay") or answer.get("why")
+        parts.append(f"answer {answer['verdict']}" + (f": “{_truncated(said)}”" if said else ""))
+    items = expect.get("items")
+    if items:
+        right = sum(1 for item in items if item.get("verdict") == "right")
+        parts.append(f"{len(items)} items ({right} right)")
+    return " · ".join(parts)
+
+
+def highlighted(value: Any, words: set[str]) -> Markup:
+    """Text (or HTML Markup) with the words searched for marked, as the index matches them:
+    whole, in any case, with or without accents."""
+    plain = value.unescape() if isinstance(value, Markup) else str(value)
+    if not words:
+        return escape(plain)
+    out, at = [], 0
+    for found in search.WORD_RE.finditer(plain):
+        if search.folded(found.group()) in words:
+            out += [escape(plain[at : found.start()]), Markup("<mark>%s</mark>") % found.group()]
+            at = found.end()
+    out.append(escape(plain[at:]))
+    return Markup("").join(out)
+
+
+_EXPERT = ' <span class="tag expert" title="An expert\'s case">expert</span>'
+_RETIRED = '<span class="tag retired">retired</span>'
+
+
+def case_row(case: Any, case_url: str, words: set[str], may_publish: bool) -> Markup:
+    """A row of the cases list: the case's id and address (`case_url` and its id), kind, the
+    version it was made on, what it expects (the searched words marked), who added it and when,
+    and whether it is retired; with a box to tick when the caller may retire or restore it.
+    Every text from the database is escaped here; plain formatting, not Markup's `%`, which
+    costs as much again."""
+    case_id = escape(case.id)
+    select = (
+        f'\n  <td><input type="checkbox" name="caseIds" value="{case_id}" form="bulk" '
+        f'aria-label="Select {case_id}"></td>'
+        if may_publish
+        else ""
+    )
+    kind = "correction" if case.kind == "correction" else "by hand"
+    retired = case.retired_at is not None
+    return Markup(  # a cell a line, as a template would write them: the text has its spaces
+        f'<tr class="{"retired" if retired else ""}">{select}'
+        f'\n  <td><a href="{escape(case_url)}{case_id}">{case_id}</a></td>'
+        f"\n  <td>{kind}{_EXPERT if case.expert else ''}</td>"
+        f"\n  <td>{escape(case.made_on)}</td>"
+        f'\n  <td class="summary">{highlighted(summary(case.expect), words)}</td>'
+        f"\n  <td>{actor(case.added_by_id, case.added_by_kind)}</td>"
+        f"\n  <td>{when(case.added_at)}</td>"
+        f"\n  <td>{_RETIRED if retired else 'active'}</td>\n</tr>\n"
+    )
