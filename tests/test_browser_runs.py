@@ -195,6 +195,8 @@ def test_a_running_runs_progress_updates_itself_and_stops_when_it_is_done(page, 
         page.on("request", lambda request: polled.append(request.url))
         page.wait_for_timeout(3_000)
         assert not [url for url in polled if url.endswith("/progress")]  # it stopped polling
+        progress.get_by_role("link", name="see its results as it ended").click()
+        expect(page.locator("#results")).to_contain_text("cor-3")
     else:
         expect(progress).to_contain_text("Status: open")  # nothing runs: reload to see
         page.get_by_role("link", name="reload the run").click()
