@@ -11,20 +11,16 @@ acme.drafting in P1 (`RUNS_WORLD`), loaded as a runner makes them.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import live
 import pytest
 import requests
 from conftest import AGENT, MULTI, P1, P2, TOKENS, app_on
 from playwright.sync_api import Page, expect
 from test_browser import CHROMIUM, NAMELESS, browser, page, shoot, sign_in  # noqa: F401  (the fixtures)
 from test_test_runs import EXPECTS, GOOD_CALLS, GOOD_OUTPUT
-from werkzeug.serving import make_server
-
-from kindgi import world
-from kindgi.database import db
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium")
 
@@ -71,16 +67,8 @@ RUNS_WORLD = {
 @pytest.fixture(scope="module")
 def server(databases) -> Iterator[str]:
     """A live server (real HTTP, threads) on a copy of the test world with test runs."""
-    with app_on(databases, databases.clone()) as app:
-        with app.app_context():
-            world.load(RUNS_WORLD)
-            db.session.commit()
-            db.session.remove()
-        httpd = make_server("127.0.0.1", 0, app, threaded=True)
-        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-        thread.start()
-        yield f"http://127.0.0.1:{httpd.server_port}"
-        httpd.shutdown()
+    with app_on(databases, databases.clone()) as app, live.threaded(app, RUNS_WORLD) as base:
+        yield base
 
 
 def result_rows(tab: Page):

@@ -80,7 +80,7 @@ def comparison_page(
     agent, run = run_to_read(caller, agent_id, run_id)
     choices = list(
         db.session.scalars(
-            _done_runs(run).where(TestRun.pk != run.pk).limit(CHOICES),
+            _done_runs(run.agent_pk, run.project_id).where(TestRun.pk != run.pk).limit(CHOICES),
         )
     )
     if baseline_id is None:
@@ -98,13 +98,13 @@ def comparison_page(
     return ComparisonPage(RunView(run, agent.id), baseline, choices, found)
 
 
-def _done_runs(run: TestRun) -> Any:
-    """The `done` runs of the run's test set, newest first."""
+def _done_runs(agent_pk: int, project_id: str) -> Any:
+    """The `done` runs of a test set, newest first (down the runs' list index)."""
     return (
         select(TestRun)
         .where(
-            TestRun.agent_pk == run.agent_pk,
-            TestRun.project_id == run.project_id,
+            TestRun.agent_pk == agent_pk,
+            TestRun.project_id == project_id,
             TestRun.status == "done",
         )
         .order_by(TestRun.created_at.desc(), TestRun.id.desc())
@@ -117,7 +117,8 @@ def _previous_done(run: TestRun) -> str | None:
         TestRun.created_at < run.created_at,
         and_(TestRun.created_at == run.created_at, TestRun.id < run.id),
     )
-    return db.session.scalar(_done_runs(run).where(before).with_only_columns(TestRun.id).limit(1))
+    done = _done_runs(run.agent_pk, run.project_id)
+    return db.session.scalar(done.where(before).with_only_columns(TestRun.id).limit(1))
 
 
 @dataclass
@@ -147,18 +148,7 @@ def test_set_runs(
     _, versions = list_versions(
         caller, agent_id, project_id, limit=VERSIONS, cursor=versions_cursor
     )
-    trend = list(
-        db.session.scalars(
-            select(TestRun)
-            .where(
-                TestRun.agent_pk == agent.pk,
-                TestRun.project_id == project_id,
-                TestRun.status == "done",
-            )
-            .order_by(TestRun.created_at.desc(), TestRun.id.desc())
-            .limit(TREND)
-        )
-    )
+    trend = list(db.session.scalars(_done_runs(agent.pk, project_id).limit(TREND)))
     graded = [run for run in reversed(trend) if _graded(run)]
     return TestSetRuns(agent.id, project_id, runs, versions, graded)
 
