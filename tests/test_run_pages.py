@@ -330,3 +330,12 @@ def test_the_overview_shows_each_sets_last_run_in_one_query(app, api, client):
     assert f'href="{PAGES}/test-runs/{run["id"]}">2.0.0</a>' in page
     assert "50.0 %" in page
     assert page.count('<span class="hint">none</span>') >= 2  # the sets with no run
+
+
+def test_the_apis_one_case_does_not_pay_for_the_case_pages_history(app, api):
+    ids = the_set(api)
+    run = start(api)
+    ok(send(api, run["id"], passing(ids)))
+    with statements(app) as sent:
+        ok(api.get(f"/v1/agents/{AGENT}/test-set/cases/{ids['D']}"))
+    assert not [s for s in sent if "test_run_cases" in s]

@@ -274,14 +274,15 @@ def _case(caller: Principal, agent: AgentRef, case_id: str, *, lock: bool = Fals
     return case
 
 
-def get_case(caller: Principal, agent_id: str, case_id: str) -> CaseView:
-    """A case with its run's snapshot and its outcome in the newest test runs."""
+def get_case(caller: Principal, agent_id: str, case_id: str, *, history: bool = False) -> CaseView:
+    """A case with its run's snapshot; with `history`, its outcome in the newest test runs
+    too (the case page's, which the API's one case does not pay for)."""
     agent = find_agent(caller, agent_id)
     case = _case(caller, agent, case_id)
     may = grants(caller, agent, case.project_id)
     may.require("read", agent, case.project_id)
     snapshot = db.session.get(Snapshot, case.run_id)
-    return CaseView(case, snapshot, agent.id, may, case_history(case.id))
+    return CaseView(case, snapshot, agent.id, may, case_history(case.id) if history else [])
 
 
 def _publishable(caller: Principal, agent_id: str, case_id: str) -> Case:
