@@ -70,12 +70,14 @@ FIRST, DEEP_PAGE, COUNTS, ONE, HTML, RAW, ADD = (
     "raw baseline: first page",
     "add a hand case",
 )
-# Test runs: read a run, the first and a deep page of its results, the first page of a comparison
-RUN, RESULTS, RESULTS_DEEP, COMPARE = (
+# Test runs: read a run, the first and a deep page of its results, the first page of a
+# comparison, and the run's HTML page (its tallies and the first page of its results)
+RUN, RESULTS, RESULTS_DEEP, COMPARE, RUN_PAGE = (
     "read a test run",
     "run results first page (25)",
     "run results deep page (25)",
     "compare first page (25)",
+    "HTML run page (first page of results)",
 )
 QUIET = "list first page (25), metrics off"  # the same request to a server counting nothing
 # Searching the cases list: a word in about 1 % of the cases (its first page, and a deep one)
@@ -88,7 +90,7 @@ SEARCH, SEARCH_DEEP, SEARCH_BROAD = (
 SEARCH_DEEP_PAGES = 40  # 1,000 matches deep: at 1M the word has about 3,300 in the list
 MEASURES = (
     FIRST, QUIET, DEEP_PAGE, COUNTS, ONE, HTML, RAW, SEARCH, SEARCH_DEEP, SEARCH_BROAD,
-    RUN, RESULTS, RESULTS_DEEP, COMPARE, ADD,
+    RUN, RESULTS, RESULTS_DEEP, COMPARE, RUN_PAGE, ADD,
 )  # fmt: skip
 SENDERS, BATCH, SENT = 4, 500, 100_000  # clients sending results at once, a batch, results sent
 CI_CASES = 30_000  # a demo whose demo.drafting test set in PROJECT has 10,000 cases
@@ -527,6 +529,7 @@ def prepare_runs(target: Target, creds: dict[str, str], results: Results) -> Non
             RESULTS: (results_url, auth, None),
             RESULTS_DEEP: (results_url + (f"?cursor={deep}" if deep else ""), auth, None),
             COMPARE: (f"{runs}/{second.json()['id']}/compare/{run_id}", auth, None),
+            RUN_PAGE: (f"{base}/agents/{AGENT}/test-runs/{run_id}", target.requests[HTML][1], None),
         }
     )
     target.shown[run_id] = "$RUN"
@@ -808,7 +811,7 @@ def figure(
             f"cursor {target.depth:,} deep"
             if what == DEEP_PAGE
             else f"a run of {target.run_cases:,} cases"
-            if what in (RUN, RESULTS, RESULTS_DEEP, COMPARE)
+            if what in (RUN, RESULTS, RESULTS_DEEP, COMPARE, RUN_PAGE)
             else ""
         ),
         rounds=len(rounds),
@@ -987,6 +990,7 @@ def judge(results: Results, engines: list[str], sizes: list[int]) -> list[Bar]:
     ratio("run results first page: at 1M ÷ at 1k", (RESULTS, big), (RESULTS, small), 0.9)
     ratio("run results deep page ÷ first page, at 1M", (RESULTS_DEEP, big), (RESULTS, big), 0.9)
     ratio("compare first page: at 1M ÷ at 1k", (COMPARE, big), (COMPARE, small), 0.9)
+    ratio("HTML run page: at 1M ÷ at 1k", (RUN_PAGE, big), (RUN_PAGE, small), 0.9)
     values = {}
     for engine in engines:
         sent = next(

@@ -64,7 +64,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     with app.app_context():
         install_hooks(db.engine, app.config["DB_BUSY_TIMEOUT_MS"] / 1000)
 
-    from . import api, cli, http, ops, pages, service, telemetry
+    from . import api, cli, http, ops, pages, run_pages, service, telemetry
 
     app.json = http.JSONAnswers(app)
     app.session_interface = http.PagesOnlySessions()
@@ -81,6 +81,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(pages.bp)
     app.register_blueprint(ops.bp)
     pages.register_filters(app)
+    run_pages.register(app)
     cli.register(app)
     return app
 

@@ -362,6 +362,9 @@ class RunCase(db.Model):
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # as the candidate sent it
     result_digest: Mapped[str | None] = mapped_column(String(64))  # of its canonical JSON
 
+    # a case's history: its results newest run first (`service.run_pages.case_history`)
+    __table_args__ = (Index("ix_test_run_cases_case", "case_id", "run_pk"),)
+
 
 # ---------------------------------------------------------------- the judge
 

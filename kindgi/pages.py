@@ -255,7 +255,7 @@ def _bulk_refusal(err: DomainError) -> str:
 @bp.get("/agents/<agent_id>/test-set/cases/<case_id>")
 @login_required
 def case(agent_id: str, case_id: str):
-    view = service.get_case(current_user, agent_id, case_id)
+    view = service.get_case(current_user, agent_id, case_id, history=True)
     return render_template("case.html", view=view, errors={}, reason="")
 
 
@@ -266,7 +266,7 @@ def retire(agent_id: str, case_id: str):
     try:
         body = schemas.load(schemas.RetireBody, {"reason": reason.strip()})
     except DomainError as err:
-        view = service.get_case(current_user, agent_id, case_id)
+        view = service.get_case(current_user, agent_id, case_id, history=True)
         errors = (err.details or {}).get("fields", {})
         return render_template("case.html", view=view, errors=errors, reason=reason), 400
     service.retire_case(current_user, agent_id, case_id, body["reason"])

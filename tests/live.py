@@ -1,5 +1,5 @@
 """Live servers for tests that need real processes (and for bench/soak.py): gunicorn masters on
-the test's database."""
+the test's database; and for the browser tests, a threaded server on a copy of the test world."""
 
 from __future__ import annotations
 
@@ -7,14 +7,37 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import requests
+from werkzeug.serving import make_server
+
+from kindgi import world
+from kindgi.database import db
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@contextmanager
+def threaded(app: Any, more: dict[str, Any]) -> Iterator[str]:
+    """A live server (real HTTP, threads) for `app`, with `more` of a world file loaded into
+    its database first; its base URL while the block runs."""
+    with app.app_context():
+        world.load(more)
+        db.session.commit()
+        db.session.remove()
+    httpd = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_port}"
+    finally:
+        httpd.shutdown()
 
 
 def free_port() -> int:

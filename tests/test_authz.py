@@ -502,6 +502,11 @@ PAGES = {
     "new case form": Page("GET", f"/agents/{MULTI}/test-set/cases/new?projectId={P2}"),
     "add a case": Page("POST", f"/agents/{MULTI}/test-set/cases/new?projectId={P2}",
                        {"runId": "run-multi", "answer": "right"}),
+    "test runs": Page("GET", f"/agents/{AGENT}/test-set/runs?projectId={P1}"),
+    "a test run": Page("GET", f"/agents/{AGENT}/test-runs/{{done}}?outcome=error"),
+    "a run's progress": Page("GET", f"/agents/{AGENT}/test-runs/{{done}}/progress"),
+    "a run's result": Page("GET", f"/agents/{AGENT}/test-runs/{{done}}/results/case-2"),
+    "a comparison": Page("GET", f"/agents/{AGENT}/test-runs/{{open}}/compare"),
     "tokens": Page("GET", "/tokens"),
     "make a token": Page("POST", "/tokens", {"name": "from the page"}),
     "revoke a token": Page("POST", "/tokens/tok-expert/revoke"),
@@ -533,6 +538,11 @@ PAGE_TABLE = {
     "export": ("login", "404", "200", "200"),
     "new case form": ("login", "404", "403", "200"),
     "add a case": ("login", "404", "403", "303"),
+    "test runs": ("login", "404", "200", "403"),  # the runs' pages are in P1: the expert reads P2
+    "a test run": ("login", "404", "200", "403"),
+    "a run's progress": ("login", "404", "200", "403"),
+    "a run's result": ("login", "404", "200", "403"),
+    "a comparison": ("login", "404", "200", "403"),
     "tokens": ("login", "200", "200", "200"),
     "make a token": ("login", "201", "201", "201"),
     "revoke a token": ("login", "404", "404", "303"),
@@ -564,7 +574,7 @@ def test_the_page_table_names_every_page_and_method(app):
 
 
 @pytest.mark.parametrize("who", LOGINS)
-def test_every_page_answers_each_visitor_exactly_as_design_section_2_says(app, who):
+def test_every_page_answers_each_visitor_exactly_as_design_section_2_says(app, runs, who):
     client, wrong = app.test_client(), []
     if LOGINS[who]:
         sign_in(client, *LOGINS[who])
@@ -572,10 +582,11 @@ def test_every_page_answers_each_visitor_exactly_as_design_section_2_says(app, w
     for name, page in PAGES.items():
         want = PAGE_TABLE[name][list(LOGINS).index(who)]
         before = snapshot_db(app)
+        path = filled(page.path, runs)
         if page.method == "POST":
-            resp = client.post(page.path, data={**page.form, "csrf_token": token})
+            resp = client.post(path, data={**page.form, "csrf_token": token})
         else:
-            resp = client.get(page.path)
+            resp = client.get(path)
         if want == "login":
             ok = resp.status_code == 302 and resp.headers["Location"].startswith("/login?next=")
         else:

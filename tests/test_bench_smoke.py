@@ -27,6 +27,7 @@ MEASURES = (
     "run results first page (25)",
     "run results deep page (25)",
     "compare first page (25)",
+    "HTML run page (first page of results)",
     "add a hand case",
     "build: kindgi demo",
     "freeze",

@@ -158,6 +158,19 @@ class CompareQuery(Paging):
     change = fields.String(validate=_listed(CHANGES))
 
 
+class ComparePageQuery(CompareQuery):
+    """The comparison page's query: the API's, and the baseline picked (the run's own, or the
+    set's previous done run, when left out)."""
+
+    baseline = fields.String(validate=validate.Length(min=1, max=64))
+
+
+class TestSetRunsQuery(PageQuery):
+    """The test set's runs page: a page of runs, and where its versions' page starts."""
+
+    versionsCursor = fields.String(validate=validate.Length(min=1))
+
+
 class DiffQuery(PageQuery):
     change = fields.String(validate=validate.OneOf(("added", "removed")))
 

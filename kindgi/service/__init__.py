@@ -15,6 +15,8 @@ record commit together. Another tenant's things look exactly like things that do
 - `versions`: freezing a test set into versions, listing and diffing them
 - `test_runs`: a test run's life (start, finish, cancel) and reading runs
 - `results`: sending results (graded there), reading them, comparing two runs
+- `run_pages`: what the test-run pages read: a run and a page of results, a comparison with its
+  baseline picked, a test set's runs, a case's history, the overview's last runs
 - `health`: the readiness probe's checks, the judge's queue depth, the metrics' guard
 - `checks`: the database's invariants, recounted (`flask --app app kindgi check`)
 """
@@ -61,6 +63,16 @@ from .results import (
     report,
     send_results,
 )
+from .run_pages import (
+    ComparisonPage,
+    HistoryRow,
+    RunPage,
+    TestSetRuns,
+    case_history,
+    comparison_page,
+    run_page,
+    test_set_runs,
+)
 from .runs import list_runs, new_case_runs, record_run
 from .test_runs import (
     RunView,
@@ -81,17 +93,23 @@ __all__ = [
     "CaseView",
     "CasesView",
     "Comparison",
+    "ComparisonPage",
     "Counts",
+    "HistoryRow",
     "Page",
     "Principal",
     "ResultView",
+    "RunPage",
     "RunView",
+    "TestSetRuns",
     "add_hand_case",
     "authenticate",
     "cancel_test_run",
+    "case_history",
     "cases_page",
     "clock",
     "compare",
+    "comparison_page",
     "create_token",
     "diff_versions",
     "expect_of",
@@ -123,12 +141,14 @@ __all__ = [
     "retire_case",
     "retire_cases",
     "revoke_token",
+    "run_page",
     "runner_cases",
     "send_results",
     "set_correction_status",
     "sign_in",
     "start_test_run",
     "test_set",
+    "test_set_runs",
     "user_principal",
     "week_of",
 ]

@@ -24,6 +24,7 @@ from .common import clock, dialect, sql
 from .counts import Counts, counts_of, tally_retirements
 from .identity import Principal
 from .paging import Page, keyset_page, newest_first
+from .run_pages import HistoryRow, case_history
 from .versions import find_version
 
 # What a list shows of a case, in the order `schemas.case_json` reads it (the position first).
@@ -254,6 +255,7 @@ class CaseView:
     snapshot: Snapshot | None
     agent_id: str
     grants: Grants
+    history: list[HistoryRow] = field(default_factory=list)  # its outcome in the newest runs
 
     @property
     def may_publish(self) -> bool:
@@ -273,13 +275,15 @@ def _case(caller: Principal, agent: AgentRef, case_id: str, *, lock: bool = Fals
     return case
 
 
-def get_case(caller: Principal, agent_id: str, case_id: str) -> CaseView:
-    """A case with its run's snapshot."""
+def get_case(caller: Principal, agent_id: str, case_id: str, *, history: bool = False) -> CaseView:
+    """A case with its run's snapshot; with `history`, its outcome in the newest test runs
+    too (the case page's, which the API's one case does not pay for)."""
     agent = find_agent(caller, agent_id)
     case = _case(caller, agent, case_id)
     may = grants(caller, agent, case.project_id)
     may.require("read", agent, case.project_id)
-    return CaseView(case, db.session.get(Snapshot, case.run_id), agent.id, may)
+    snapshot = db.session.get(Snapshot, case.run_id)
+    return CaseView(case, snapshot, agent.id, may, case_history(case.id) if history else [])
 
 
 def _publishable(caller: Principal, agent_id: str, case_id: str) -> Case:

@@ -21,12 +21,14 @@ from ..models import (
     Grant,
     Project,
     Tally,
+    TestRun,
     TestSetChanges,
     TestSetVersion,
 )
 from .access import readable
 from .common import dialect, insert_for, sql
 from .identity import Principal
+from .run_pages import last_runs
 
 TALLY_KEY = ("agent_pk", "project_id", "week", "kind", "retired", "expert")
 
@@ -141,6 +143,7 @@ class Counts:
     last_added_at: datetime | None = None
     frozen_version: str | None = None  # the newest version's name
     weekly: dict[date, int] = field(default_factory=dict)  # cases added, by week
+    last_run: TestRun | None = None  # the overview's: the set's newest test run
 
     def add(self, cell: Tally) -> None:
         self.weekly[cell.week] = self.weekly.get(cell.week, 0) + cell.n
@@ -217,8 +220,9 @@ def _last_added(agent_pk: int, project_id: str) -> datetime | None:
 def overview(caller: Principal) -> list[Counts]:
     """Every agent and project pair the caller can read, with its counts; busiest first.
 
-    One query finds the pairs, one reads all their tallies, and one index step per pair finds
-    when its newest case was added, so hundreds of pairs cost milliseconds.
+    One query finds the pairs, one reads all their tallies, one index step per pair finds
+    when its newest case was added, and one query their newest test runs, so hundreds of pairs
+    cost milliseconds.
     """
     pairs = (
         select(Agent.pk, Agent.id, Project.id, Project.name)
@@ -248,5 +252,7 @@ def overview(caller: Principal) -> list[Counts]:
                 counts.add(cell)
         for (pk, pid), counts in rows.items():
             counts.last_added_at = _last_added(pk, pid)
+        for pair, run in last_runs(list(rows)).items():
+            rows[pair].last_run = run
     by_name = sorted(rows.values(), key=lambda c: (c.agent_id, c.project_name))
     return sorted(by_name, key=lambda c: c.last_added_at or datetime.min, reverse=True)

@@ -206,6 +206,19 @@ def list_results(
     """The run's cases that have a result, by case id; `outcome` filters on the case's
     outcome, or with `part` on that part's; `part` alone keeps the cases that have it."""
     _, run = run_to_read(caller, agent_id, run_id)
+    return results_of(caller, run, outcome=outcome, part=part, limit=limit, cursor=cursor)
+
+
+def results_of(
+    caller: Principal,
+    run: TestRun,
+    *,
+    outcome: list[str] | None = None,
+    part: str | None = None,
+    limit: int = 25,
+    cursor: str | None = None,
+) -> Page:
+    """`list_results` of a run the caller was already found to read (the run page's too)."""
     binding = {
         "list": "results",
         "run": run.pk,

@@ -1,0 +1,165 @@
+"""The test-run pages: a test set's runs, a run with its results, its live progress, one
+result beside the corrected run, and a comparison with a baseline. Routes parse, call one
+service function, and render.
+
+Like every page they work as plain links and GET forms; htmx swaps the results or the pairs in
+place (pushing the URL) and polls a running run's progress until it is over.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from flask import Blueprint, Flask, render_template, request
+from flask_login import current_user, login_required
+
+from . import grading, schemas, service
+
+bp = Blueprint("runs", __name__)
+
+OUTCOME_CHOICES = (
+    ("", "Any outcome"),
+    ("fail,error", "Not passing (failed or erred)"),
+    ("pass", "Passed"),
+    ("fail", "Failed"),
+    ("error", "Erred"),
+    ("pending", "Waiting for the judge"),
+    ("ungraded", "Ungraded"),
+)
+CHANGE_NAMES = {
+    "regressed": "Regressed",
+    "fixed": "Fixed",
+    "still-failing": "Still failing",
+    "still-passing": "Still passing",
+    "new": "New",
+    "gone": "Gone",
+    "errored": "Errored",
+    "ungraded": "Ungraded",
+}
+
+
+def register(app: Flask) -> None:
+    """The blueprint and the filters its templates use."""
+    app.register_blueprint(bp)
+    app.add_template_filter(_percent, "percent")
+    app.add_template_filter(_p_value_words, "p_value_words")
+    app.add_template_filter(_run_json, "run_json")
+    app.add_template_filter(service.RunView, "run_view")
+
+
+def _percent(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value * 100:.{digits}f} %"
+
+
+def _p_value_words(p: float) -> str:
+    """The McNemar p-value said in words for a team lead."""
+    if p >= 0.05:
+        return f"p = {p:.2g}: the difference could be chance"
+    return f"p = {p:.2g}: unlikely to be chance"
+
+
+def _run_json(view: service.RunView) -> dict[str, Any]:
+    """A run as the API shows it: its pass rate and interval, mean score, agreement."""
+    return schemas.test_run_json(view, grading.wilson)
+
+
+def _swap() -> bool:
+    """An htmx request for a part of the page (not a history restore, which wants it whole)."""
+    return bool(request.headers.get("HX-Request")) and not request.headers.get(
+        "HX-History-Restore-Request"
+    )
+
+
+def _args(schema: type, names: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A query string checked by `schema`, empty fields left out; the comma lists in `names`
+    split into lists."""
+    args = schemas.load(schema, {k: v for k, v in request.args.items() if v != ""})
+    for name in names:
+        if name in args:
+            args[name] = args[name].split(",")
+    return args
+
+
+def _url_with(**changes: str | None) -> str:
+    """This page's URL with some parameters changed (None drops one)."""
+    args = request.args.to_dict(flat=False)
+    for name, value in changes.items():
+        if value is None:
+            args.pop(name, None)
+        else:
+            args[name] = [value]
+    return f"{request.path}?{urlencode(args, doseq=True)}" if args else request.path
+
+
+@bp.get("/agents/<agent_id>/test-set/runs")
+@login_required
+def test_set_runs(agent_id: str):
+    args = _args(schemas.TestSetRunsQuery)
+    found = service.test_set_runs(
+        current_user,
+        agent_id,
+        args["projectId"],
+        limit=args["limit"],
+        cursor=args.get("cursor"),
+        versions_cursor=args.get("versionsCursor"),
+    )
+    return render_template(
+        "test_set_runs.html",
+        found=found,
+        more_runs=found.runs.next_cursor and _url_with(cursor=found.runs.next_cursor),
+        more_versions=found.versions.next_cursor
+        and _url_with(versionsCursor=found.versions.next_cursor),
+    )
+
+
+@bp.get("/agents/<agent_id>/test-runs/<run_id>")
+@login_required
+def run(agent_id: str, run_id: str):
+    args = _args(schemas.ResultsQuery, ("outcome",))
+    found = service.run_page(current_user, agent_id, run_id, **args)
+    context = {
+        "view": found.view,
+        "run": _run_json(found.view),
+        "results": found.results,
+        "outcome": ",".join(args.get("outcome", [])),
+        "part": args.get("part", ""),
+        "outcome_choices": OUTCOME_CHOICES,
+        "more_url": found.results.next_cursor and _url_with(cursor=found.results.next_cursor),
+    }
+    template = "_run_results.html" if _swap() else "run.html"
+    return render_template(template, **context), {"Vary": "HX-Request"}
+
+
+@bp.get("/agents/<agent_id>/test-runs/<run_id>/progress")
+@login_required
+def progress(agent_id: str, run_id: str):
+    """The run's status and tallies, which the run page polls while the run is running."""
+    view = service.get_test_run(current_user, agent_id, run_id)
+    return render_template("_run_progress.html", view=view, run=_run_json(view))
+
+
+@bp.get("/agents/<agent_id>/test-runs/<run_id>/results/<case_id>")
+@login_required
+def result(agent_id: str, run_id: str, case_id: str):
+    view = service.get_result(current_user, agent_id, run_id, case_id)
+    return render_template("run_result.html", agent_id=agent_id, run_id=run_id, view=view)
+
+
+@bp.get("/agents/<agent_id>/test-runs/<run_id>/compare")
+@login_required
+def compare(agent_id: str, run_id: str):
+    args = _args(schemas.ComparePageQuery, ("change",))
+    baseline = args.pop("baseline", None)
+    found = service.comparison_page(current_user, agent_id, run_id, baseline, **args)
+    context = {
+        "found": found,
+        "run": _run_json(found.view),
+        "change": ",".join(args.get("change", [])),
+        "change_names": CHANGE_NAMES,
+        "more_url": found.comparison
+        and found.comparison.page.next_cursor
+        and _url_with(cursor=found.comparison.page.next_cursor),
+    }
+    template = "_compare_pairs.html" if _swap() else "compare.html"
+    return render_template(template, **context), {"Vary": "HX-Request"}
