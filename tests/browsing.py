@@ -4,17 +4,13 @@ pages (tests/conftest.py registers this module as a plugin, so its fixtures are 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import live
 import pytest
 from conftest import app_on
 from playwright.sync_api import Browser, Page, expect, sync_playwright
-from werkzeug.serving import make_server
-
-from kindgi import world
-from kindgi.database import db
 
 CHROMIUM = "/usr/bin/chromium"
 EXTRA_CASES = 60  # more than two pages of 25
@@ -41,16 +37,8 @@ def extra_cases() -> dict:
 @pytest.fixture(scope="module")
 def server(databases) -> Iterator[str]:
     """A live server (real HTTP, threads) on a copy of the test world with extra cases."""
-    with app_on(databases, databases.clone()) as app:
-        with app.app_context():
-            world.load(extra_cases())
-            db.session.commit()
-            db.session.remove()
-        httpd = make_server("127.0.0.1", 0, app, threaded=True)
-        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-        thread.start()
-        yield f"http://127.0.0.1:{httpd.server_port}"
-        httpd.shutdown()
+    with app_on(databases, databases.clone()) as app, live.threaded(app, extra_cases()) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")

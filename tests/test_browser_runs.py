@@ -17,9 +17,11 @@ from pathlib import Path
 import live
 import pytest
 import requests
+from a11y import assert_accessible
+from browsing import CHROMIUM, sign_in
 from conftest import AGENT, MULTI, P1, P2, TOKENS, app_on
 from playwright.sync_api import Page, expect
-from test_browser import CHROMIUM, NAMELESS, browser, page, shoot, sign_in  # noqa: F401  (the fixtures)
+from test_browser import NAMELESS, shoot
 from test_test_runs import EXPECTS, GOOD_CALLS, GOOD_OUTPUT
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium")
@@ -75,13 +77,19 @@ def result_rows(tab: Page):
     return tab.locator("#results table.results > tbody > tr")
 
 
+def checked(tab: Page) -> None:
+    """axe-core on the page as it stands (it runs as the page's script: with JavaScript)."""
+    if tab.js:  # type: ignore[attr-defined]
+        assert_accessible(tab)
+
+
 def apply(tab: Page, button: str) -> None:
     """Without JavaScript a filter is a plain form: send it (with htmx a change swaps)."""
     if not tab.js:  # type: ignore[attr-defined]
         tab.get_by_role("button", name=button).click()
 
 
-def test_an_expert_reads_a_run_filters_its_failures_and_opens_one(page, server):  # noqa: F811
+def test_an_expert_reads_a_run_filters_its_failures_and_opens_one(page, server):
     sign_in(page, server, "publisher@acme.test", "publisher-pass-1")
     page.get_by_role("row", name=re.compile("Drafting")).get_by_role("link", name=AGENT).click()
     page.get_by_role("navigation", name="Test set").get_by_role("link", name="Test runs").click()
@@ -90,6 +98,7 @@ def test_an_expert_reads_a_run_filters_its_failures_and_opens_one(page, server):
     expect(
         page.get_by_role("img", name=re.compile("1.0.0 100.0 %; 1.1.0 50.0 %; 1.1.0 80.0 %"))
     ).to_be_visible()
+    checked(page)
     runs.get_by_role("row", name=re.compile("PR 42")).get_by_role("link", name="1.1.0").click()
 
     expect(page.get_by_role("heading", name=re.compile("Test run of 1.1.0"))).to_be_visible()
@@ -97,6 +106,7 @@ def test_an_expert_reads_a_run_filters_its_failures_and_opens_one(page, server):
     expect(progress).to_contain_text("done")
     expect(progress).to_contain_text("50.0 %")
     expect(result_rows(page)).to_have_count(5)
+    checked(page)
 
     page.get_by_label("Outcome").select_option("fail")
     apply(page, "Apply")
@@ -107,6 +117,7 @@ def test_an_expert_reads_a_run_filters_its_failures_and_opens_one(page, server):
         page.get_by_role("table", name=re.compile("Arguments of the nearest call"))
     ).to_contain_text('"y"')
     expect(result_rows(page).nth(1)).to_contain_text("Unjudged keys in the top 2")
+    checked(page)
     page.mouse.wheel(0, 520)  # the screenshot: the tallies' end and the failures explained
     page.wait_for_timeout(300)
     shoot(page, "run.png")
@@ -122,12 +133,14 @@ def test_an_expert_reads_a_run_filters_its_failures_and_opens_one(page, server):
     expect(page.get_by_role("heading", name=re.compile(I))).to_be_visible()
     expect(page.get_by_role("heading", name="The candidate", exact=True)).to_be_visible()
     expect(page.get_by_role("heading", name="The corrected run", exact=True)).to_be_visible()
+    checked(page)
 
 
-def test_a_team_lead_goes_from_the_overview_to_a_comparison(page, server):  # noqa: F811
+def test_a_team_lead_goes_from_the_overview_to_a_comparison(page, server):
     sign_in(page, server, "reader@acme.test", "reader-pass-1")
     row = page.get_by_role("row", name=re.compile("Drafting"))
     expect(row).to_contain_text("80.0 %")  # trun-again: I fails, the rest pass
+    checked(page)
     row.get_by_role("link", name="1.1.0").click()
     expect(page.get_by_role("heading", name=re.compile("Test run of 1.1.0"))).to_be_visible()
     page.get_by_role("link", name="Compare with a baseline").click()
@@ -137,6 +150,7 @@ def test_a_team_lead_goes_from_the_overview_to_a_comparison(page, server):  # no
     expect(comparison).to_contain_text("0 regressed and 1 fixed")
     expect(comparison).to_contain_text("could be chance")
     shoot(page, "compare.png")
+    checked(page)
 
     page.get_by_label("Baseline run").select_option("trun-base")
     apply(page, "Compare")
@@ -147,20 +161,22 @@ def test_a_team_lead_goes_from_the_overview_to_a_comparison(page, server):  # no
     pairs = page.get_by_role("table", name=re.compile("Regressed cases"))
     expect(pairs.locator("tbody tr")).to_have_count(1)
     expect(pairs).to_contain_text(I)
+    checked(page)
 
 
-def test_a_cases_history_marks_the_candidate_that_got_two_outcomes_flaky(page, server):  # noqa: F811
+def test_a_cases_history_marks_the_candidate_that_got_two_outcomes_flaky(page, server):
     sign_in(page, server, "publisher@acme.test", "publisher-pass-1")
     page.goto(f"{server}/agents/{AGENT}/test-set/cases/{D}")
     history = page.get_by_role("table", name=re.compile("Its outcome in the last 3 test runs"))
     expect(history.locator("tbody tr")).to_have_count(3)
     expect(history.locator("tbody tr").nth(1)).to_contain_text("fail")
     expect(page.get_by_text("The same candidate got different outcomes: 1.1.0.")).to_be_visible()
+    checked(page)
     history.get_by_role("link", name="trun-base").click()
     expect(page.get_by_role("heading", name=re.compile(D))).to_be_visible()
 
 
-def test_a_running_runs_progress_updates_itself_and_stops_when_it_is_done(page, server):  # noqa: F811
+def test_a_running_runs_progress_updates_itself_and_stops_when_it_is_done(page, server):
     """In acme.multi / P2 (cor-3 alone), so the other flows' runs stay as they are."""
     api = requests.Session()
     api.headers["Authorization"] = f"Bearer {TOKENS['admin']}"
@@ -173,6 +189,7 @@ def test_a_running_runs_progress_updates_itself_and_stops_when_it_is_done(page, 
     progress = page.locator("#progress")
     expect(progress).to_contain_text("0 of 1 results received.")
     expect(progress).to_have_attribute("aria-live", "polite")
+    checked(page)
     one = {"caseId": "cor-3", "output": {"answer": "Hi"}, "calls": []}
     sent = api.post(f"{base}/{run}/results", json={"results": [one]}, timeout=10)
     assert sent.status_code == 200 and sent.json()["run"]["status"] == "done", sent.text
@@ -192,7 +209,7 @@ def test_a_running_runs_progress_updates_itself_and_stops_when_it_is_done(page, 
     expect(progress).not_to_contain_text("reload the run")
 
 
-def test_every_control_on_the_run_pages_has_a_label(browser, server):  # noqa: F811
+def test_every_control_on_the_run_pages_has_a_label(browser, server):
     tab = browser.new_page()
     try:
         sign_in(tab, server, "admin@acme.test", "admin-pass-1")
