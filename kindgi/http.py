@@ -56,10 +56,9 @@ class JSONAnswers(DefaultJSONProvider):
 
     def response(self, *args: Any, **kwargs: Any) -> Response:
         obj = self._prepare_response_obj(args, kwargs)
-        if self._app.debug:
-            return super().response(obj)
-        try:
-            body = orjson.dumps(obj, default=self.default, option=orjson.OPT_APPEND_NEWLINE)
+        option = orjson.OPT_APPEND_NEWLINE | (orjson.OPT_INDENT_2 if self._app.debug else 0)
+        try:  # stored JSON text (`orjson.Fragment`, never in an answer that could fall back)
+            body = orjson.dumps(obj, default=self.default, option=option)
         except TypeError:
             return super().response(obj)
         return self._app.response_class(body, mimetype=self.mimetype)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import orjson
 from markupsafe import Markup, escape
 
 from .schemas import rfc3339
@@ -84,6 +85,7 @@ def case_row(case: Any, case_url: str, words: set[str], may_publish: bool) -> Ma
     """A row of the cases list: the case's id and address (`case_url` and its id), kind, the
     version it was made on, what it expects (the searched words marked), who added it and when,
     and whether it is retired; with a box to tick when the caller may retire or restore it.
+    `case` is a row of the list (its expectation the JSON text stored).
     Every text from the database is escaped here; plain formatting, not Markup's `%`, which
     costs as much again."""
     case_id = escape(case.id)
@@ -100,7 +102,7 @@ def case_row(case: Any, case_url: str, words: set[str], may_publish: bool) -> Ma
         f'\n  <td><a href="{escape(case_url)}{case_id}">{case_id}</a></td>'
         f"\n  <td>{kind}{_EXPERT if case.expert else ''}</td>"
         f"\n  <td>{escape(case.made_on)}</td>"
-        f'\n  <td class="summary">{highlighted(summary(case.expect), words)}</td>'
+        f'\n  <td class="summary">{highlighted(summary(orjson.loads(case.expect)), words)}</td>'
         f"\n  <td>{actor(case.added_by_id, case.added_by_kind)}</td>"
         f"\n  <td>{when(case.added_at)}</td>"
         f"\n  <td>{_RETIRED if retired else 'active'}</td>\n</tr>\n"

@@ -3,6 +3,7 @@ that everything stored in it is escaped, and the searched words marked."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -47,12 +48,13 @@ def test_a_moment_is_shown_to_the_minute_with_its_exact_time_for_machines():
 
 
 def row(**fields):
+    """A row of the cases list, its expectation the JSON text stored."""
     case = {
         "id": "case-1",
         "kind": "hand",
         "expert": True,
         "made_on": "1.0.0",
-        "expect": {"answer": {"verdict": "wrong", "why": "It cites the lease"}},
+        "expect": json.dumps({"answer": {"verdict": "wrong", "why": "It cites the lease"}}),
         "added_by_id": "u-1",
         "added_by_kind": "user",
         "added_at": AT,
@@ -65,7 +67,7 @@ def test_a_row_escapes_everything_stored_and_marks_the_words_searched():
     hostile = '<img src=x onerror="alert(1)">'
     html = views.case_row(
         row(id=f"case-{hostile}", made_on=hostile, added_by_id=hostile, added_by_kind="service",
-            expect={"answer": {"verdict": "wrong", "why": f"{hostile} lease"}}),
+            expect=json.dumps({"answer": {"verdict": "wrong", "why": f"{hostile} lease"}})),
         "/agents/a/test-set/cases/",
         {"lease"},
         True,

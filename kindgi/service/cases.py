@@ -27,8 +27,13 @@ from .paging import Page, keyset_page, newest_first
 from .run_pages import HistoryRow, case_history
 from .versions import find_version
 
-# What a list shows of a case, in the order `schemas.case_json` reads it (the position first).
-CASE_COLUMNS = tuple(Case.__table__.c[name] for name in CASE_FIELDS)
+# What a list shows of a case, in the order `schemas.case_json` reads it (the position first);
+# its expectation as the JSON text stored, written out as it is (parsing it and writing it again
+# was a tenth of a page of the list).
+CASE_COLUMNS = tuple(
+    cast(Case.expect, Text).label("expect") if name == "expect" else Case.__table__.c[name]
+    for name in CASE_FIELDS
+)
 
 
 @cache
