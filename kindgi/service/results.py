@@ -276,11 +276,13 @@ def get_result(caller: Principal, agent_id: str, run_id: str, case_id: str) -> R
 
 @dataclass
 class Comparison:
-    """A page of paired cases, each with its change, and the counts of every change."""
+    """A page of paired cases, each with its change, the counts of every change, and the
+    baseline compared with."""
 
     page: Page
     counts: dict[str, int]
     p_value: float
+    baseline: TestRun
 
 
 def _change_sql(mine: Any, theirs: Any) -> Any:
@@ -375,7 +377,8 @@ def compare(
         rows += sql().execute(gone).all()
     rows.sort(key=lambda row: row[0])
     page = id_page(rows[: limit + 1], limit, binding)
-    return Comparison(page, counts, grading.mcnemar_p(counts["regressed"], counts["fixed"]))
+    p_value = grading.mcnemar_p(counts["regressed"], counts["fixed"])
+    return Comparison(page, counts, p_value, other)
 
 
 def _count_changes(run_pk: int, other_pk: int) -> dict[str, int]:

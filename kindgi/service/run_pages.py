@@ -90,12 +90,9 @@ def comparison_page(
     found = compare(
         caller, agent_id, run.id, baseline_id, change=change, limit=limit, cursor=cursor
     )  # the baseline is the caller's, of this agent and test set, or this is 404 or 409
-    baseline = db.session.scalar(
-        select(TestRun).where(TestRun.id == baseline_id, TestRun.agent_pk == run.agent_pk)
-    )
-    if baseline is not None and baseline not in choices:
-        choices.append(baseline)  # an older or unfinished run named in the URL stays selected
-    return ComparisonPage(RunView(run, agent.id), baseline, choices, found)
+    if found.baseline not in choices:
+        choices.append(found.baseline)  # an older or unfinished run named in the URL stays
+    return ComparisonPage(RunView(run, agent.id), found.baseline, choices, found)
 
 
 def _done_runs(agent_pk: int, project_id: str) -> Any:

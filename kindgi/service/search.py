@@ -161,6 +161,7 @@ _FTS5_MATCHES = text(
 
 WAYS_KEPT, WAY_KEPT_FOR = 4096, 60.0  # searches whose way is remembered, and for how long (s)
 _ways: dict[tuple[Any, ...], tuple[str, float]] = {}
+_SEARCH_PARAMS = ("match", "search_q", "search_markers")  # what `parameters` binds
 
 
 def strategy(dialect_name: str, words: bool, markers: bool, params: dict[str, Any]) -> str:
@@ -179,9 +180,6 @@ def strategy(dialect_name: str, words: bool, markers: bool, params: dict[str, An
     return how
 
 
-_SEARCH_PARAMS = ("match", "search_q", "search_markers")  # what `parameters` binds
-
-
 def _way(dialect_name: str, words: bool, markers: bool, params: dict[str, Any]) -> str:
     """How to answer a search, found out.
 
@@ -194,8 +192,8 @@ def _way(dialect_name: str, words: bool, markers: bool, params: dict[str, Any]) 
     if dialect_name == "sqlite":
         matches = sql().execute(_FTS5_MATCHES, {**params, "bound": MANY + 1}).scalar_one()
         return DRIVE if matches <= FEW else WALK if matches <= MANY else WALK_PROBING
-    found = text(f"cases.search @@ ({_tsquery(words, markers)})")  # as the planner can see it
-    plan = sql().execute(text(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM cases WHERE {found.text}"),
+    found = f"cases.search @@ ({_tsquery(words, markers)})"  # as the planner can see it
+    plan = sql().execute(text(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM cases WHERE {found}"),
                          params).scalar_one()  # fmt: skip
     estimate = plan[0]["Plan"]["Plan Rows"]
     cases = sql().execute(_ALL_CASES).scalar_one()  # -1 until the table is first analyzed
@@ -204,7 +202,7 @@ def _way(dialect_name: str, words: bool, markers: bool, params: dict[str, Any]) 
     if estimate <= FEW:
         return DRIVE
     counted = select(func.count()).select_from(
-        select(Case.id).where(found).limit(FEW + 1).subquery()
+        select(Case.id).where(text(found)).limit(FEW + 1).subquery()
     )
     return DRIVE if sql().execute(counted, params).scalar_one() <= FEW else WALK
 
