@@ -42,11 +42,12 @@ demo: setup
 
 # Debian's packages the tests drive: Chromium for the browser tests (never a browser download of
 # Playwright's own), wrk for the bench's smoke run, sqlite3 for the chaos test's backup, npm for
-# axe-core.
+# axe-core. Only the missing ones are installed: a machine whose Node.js came with its own npm
+# can't take Debian's npm beside it.
 tools:
-	@command -v chromium >/dev/null && command -v wrk >/dev/null && command -v sqlite3 >/dev/null \
-	  && command -v npm >/dev/null || { apt-get update -qq \
-	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium wrk sqlite3 npm; }
+	@missing=$$(for c in chromium wrk sqlite3 npm; do command -v $$c >/dev/null || echo $$c; done); \
+	if [ -n "$$missing" ]; then apt-get update -qq \
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
 
 lint: setup
 	$(BIN)/ruff check .

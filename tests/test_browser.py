@@ -123,6 +123,9 @@ def test_an_expert_adds_a_case_after_a_first_error_then_retires_and_restores_it(
     sign_in(page, server, "publisher@acme.test", "publisher-pass-1")
     page.goto(f"{server}/agents/{AGENT}/test-set/cases/new?projectId={P1}")
     page.locator("input[name=runId][value=run-1]").check()
+    if page.js:  # type: ignore[attr-defined]
+        # the pick swaps the whole form in: a verdict checked before that lands is dropped
+        expect(page.get_by_role("heading", name="Run run-1")).to_be_visible()
     page.locator("input[name=decisions][value=wrong]").check()
     page.get_by_role("button", name="Add the case").click()
 
