@@ -962,6 +962,7 @@ def judge(results: Results, engines: list[str], sizes: list[int]) -> list[Bar]:
     ratio("counts: at 1M ÷ at 1k", (COUNTS, big), (COUNTS, small), 0.9)
     for n in sizes:
         ratio(f"list first page ÷ raw baseline, at {n:,}", (FIRST, n), (RAW, n), 0.5)
+    ratio("HTML cases page ÷ JSON list first page, at 1M", (HTML, big), (FIRST, big), 0.5)
     values = {}
     for engine in engines:
         figs = [results.get(engine, ADD, n) for n in sizes]

@@ -36,6 +36,7 @@ from sqlalchemy import select
 from kindgi import cursors, schemas, world
 from kindgi.database import db
 from kindgi.models import Case
+from kindgi.service import common
 from kindgi.service.cases import CASE_COLUMNS
 
 UNKNOWN_PROJECT = "0badcafe-0000-4000-8000-000000000000"
@@ -538,9 +539,11 @@ def test_every_case_answers_exactly_what_its_documented_schema_dumps(app, api):
 
 
 def test_tokens_are_listed_newest_first_a_page_at_a_time_each_once_without_secrets(api, set_clock):
+    # the world's tokens were made when it was loaded, at the real time: these come after
+    start = common.clock() + timedelta(hours=1)
     made = []
     for i in range(30):
-        set_clock(T0 + timedelta(minutes=i // 2))  # two to a minute: ties go by id
+        set_clock(start + timedelta(minutes=i // 2))  # two to a minute: ties go by id
         made.append(ok(api.post(TOKENS_URL, {"name": f"t{i}"}, as_="reader"), 201))
     world_tokens = [t["id"] for t in WORLD["tokens"] if t["principal"] == "u-reader"]
     pages = walk(api, tokens_url, 7, as_="reader")
