@@ -8,6 +8,7 @@ rules the service applies one at a time.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import json
 import operator
@@ -59,6 +60,10 @@ def _time(value: Any, where: str) -> datetime:
     except (TypeError, ValueError):
         raise WorldError(f"{where}: not an RFC 3339 time with a zone: {value!r}") from None
     return parsed.astimezone(UTC).replace(tzinfo=None)
+
+
+def _added(case: dict[str, Any]) -> tuple[datetime, str]:
+    return case["added_at"], case["id"]
 
 
 def _need(entry: dict[str, Any], where: str, *names: str) -> None:
@@ -387,9 +392,10 @@ class _Loader:
         db.session.flush()
         counts["runs"] = _bulk(Run, self._runs())
         with search.indexed_after():
-            cases = _bulk(
-                Case, self._noting_first(itertools.chain(self._corrections(), self._hand_cases()))
-            )
+            # stored in the order they were added (where each list is in that order), as cases
+            # added one by one are: a search on SQLite reads fewer of its matches so
+            added = heapq.merge(self._corrections(), self._hand_cases(), key=_added)
+            cases = _bulk(Case, self._noting_first(added))
         counts["snapshots"] = _bulk(Snapshot, self._snapshots())
         search.note_tools(
             [{"agent_pk": a, "project_id": p, "tool": t} for a, p, t in sorted(self.tools)]

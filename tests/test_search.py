@@ -54,7 +54,10 @@ def found(api, as_: str = "admin", **params: Any) -> list[str]:
         cursor = page["nextCursor"]
 
 
-@pytest.fixture(params=[search.DRIVE, search.WALK, search.WALK_PROBING])
+NARROW = "walk-narrow"  # walking, with a band of one case: the rest are looked up in all matches
+
+
+@pytest.fixture(params=[search.DRIVE, search.WALK, NARROW, search.WALK_PROBING])
 def how(request, monkeypatch) -> str:
     """Each way a search is answered (see `search.strategy`), chosen by moving the bounds
     the test world's few matches are measured against (and no way remembered from before)."""
@@ -65,6 +68,8 @@ def how(request, monkeypatch) -> str:
         monkeypatch.setattr(search, "FEW", -1)
     if request.param == search.WALK_PROBING:
         monkeypatch.setattr(search, "MANY", -1)
+    if request.param == NARROW:
+        monkeypatch.setattr(search, "WINDOW", 1)
     return request.param
 
 
@@ -241,7 +246,7 @@ def assert_index_exact(app) -> None:
             assert said == made, case_id
             docs[case_id] = _folded(f"{said} {reason or ''}")
         name = dialect()
-        query = select(Case.id).where(search.condition(name, True, False, search.WALK))
+        query = select(Case.id).where(search.condition(name, True, False, None))
         for word in set().union(*docs.values()) | {"nowhere"}:
             hits = set(db.session.scalars(query, search.parameters(name, word, [], [])))
             assert hits == {case_id for case_id, words in docs.items() if word in words}, word

@@ -48,6 +48,8 @@ def _cases_query(
     """The cases list's statement for one shape of filters (`given` names the other filters
     present), built once."""
     query = _filtered(select(*CASE_COLUMNS), dialect_name, retired_too, one_kind, given, how)
+    if how == search.WALK and dialect_name == "sqlite":
+        query = query.add_cte(search.window(after))
     if how == search.DRIVE:
         # the same order, in a form no index serves: the planner must lead with the search's
         # few matches and sort them, not walk the whole list for them
