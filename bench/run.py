@@ -54,6 +54,7 @@ PROJECT = demo.PROJECTS[0][0]
 SECRET = "kindgi-bench-secret"  # the same in both workers, so cursors work across them
 POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 CONNECTIONS, THREADS, WORKERS = 8, 2, 2
+BROWSER = "Mozilla/5.0 (X11; Linux x86_64) kindgi-bench"  # the pages' reader, signed in
 HAND_CASE = {
     "decisions": "wrong",
     "shouldCall": [{"tool": "lookup", "args": {"q": "notice period"}}],
@@ -421,11 +422,16 @@ def prepare(target: Target, creds: dict[str, str]) -> None:
     case_id = get(deep_url)["data"][0]["id"]
     run = get(f"{v1}/runs?projectId={PROJECT}&status=finished&limit=1")["data"][0]["id"]
 
-    login = http.get(f"{base}/login", timeout=30)
+    # Signed in as a browser is, with the User-Agent its pages are then read with: the session
+    # is bound to it (flask-login's session protection), and a page read with another marked
+    # the session no longer fresh and set its cookie again on every request
+    browser = {"User-Agent": BROWSER}
+    login = http.get(f"{base}/login", headers=browser, timeout=30)
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', login.text).group(1)
     signed_in = http.post(
         f"{base}/login",
         data={"csrf_token": csrf, "email": creds["email"], "password": creds["password"]},
+        headers=browser,
         allow_redirects=False,
         timeout=30,
     )
@@ -451,7 +457,7 @@ def prepare(target: Target, creds: dict[str, str]) -> None:
         ONE: (f"{v1}/test-set/cases/{case_id}", auth, None),
         HTML: (
             f"{base}/agents/{AGENT}/test-set/cases?projectId={PROJECT}",
-            {"Cookie": cookie},
+            {"Cookie": cookie, **browser},
             None,
         ),
         RAW: (f"{target.raw.base}/cases?agent=1&project={PROJECT}", {}, None),

@@ -40,7 +40,8 @@ SEARCH_FIELDS = ("q", "tool", "expert", "addedBy", "addedAfter", "addedBefore")
 
 
 def register_filters(app: Flask) -> None:
-    """The templates' filters."""
+    """The templates' filters, and their `url_for`, remembered (`views.link`)."""
+    app.jinja_env.globals["url_for"] = views.link
     app.add_template_filter(lambda week, weekly: weekly.get(week, 0), "weekly_count")
     app.add_template_filter(_pointed_at, "pointer")
     app.add_template_filter(_as_json, "as_json")

@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
-from types import SimpleNamespace
 
 import pytest
 from conftest import AGENT, P1, sign_in
 
-from kindgi import views
+from kindgi import schemas, views
 
 AT = datetime(2026, 5, 1, 9, 30, 15, 250_000)
 
@@ -48,7 +47,8 @@ def test_a_moment_is_shown_to_the_minute_with_its_exact_time_for_machines():
 
 
 def row(**fields):
-    """A row of the cases list, its expectation the JSON text stored."""
+    """A row of the cases list (its columns in `schemas.CASE_FIELDS`' order), its expectation
+    the JSON text stored."""
     case = {
         "id": "case-1",
         "kind": "hand",
@@ -60,7 +60,8 @@ def row(**fields):
         "added_at": AT,
         "retired_at": None,
     }
-    return SimpleNamespace(**{**case, **fields})
+    case = {**case, **fields}
+    return tuple(case.get(name) for name in schemas.CASE_FIELDS)
 
 
 def test_a_row_escapes_everything_stored_and_marks_the_words_searched():

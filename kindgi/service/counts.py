@@ -165,11 +165,6 @@ class Counts:
 
 # A test set's totals, summed in the database over its few count cells: active and retired,
 # and the active ones by kind and by expert, as the cases page shows them.
-_TOTALS = (
-    select(Tally.kind, Tally.retired, Tally.expert, func.sum(Tally.n))
-    .where(Tally.agent_pk == bindparam("agent_pk"), Tally.project_id == bindparam("project_id"))
-    .group_by(Tally.kind, Tally.retired, Tally.expert)
-)
 _LAST_ADDED = (
     select(Case.added_at)
     .where(
@@ -180,6 +175,14 @@ _LAST_ADDED = (
     .order_by(Case.added_at.desc())
     .limit(1)
 )
+# The tallies, each row with when the newest case was added (read once: one statement a page)
+_TOTALS = (
+    select(
+        Tally.kind, Tally.retired, Tally.expert, func.sum(Tally.n), _LAST_ADDED.scalar_subquery()
+    )
+    .where(Tally.agent_pk == bindparam("agent_pk"), Tally.project_id == bindparam("project_id"))
+    .group_by(Tally.kind, Tally.retired, Tally.expert)
+)
 
 
 def counts_of(agent_pk: int, agent_id: str, project_id: str, *, version: bool = True) -> Counts:
@@ -187,9 +190,9 @@ def counts_of(agent_pk: int, agent_id: str, project_id: str, *, version: bool = 
     version unless `version` is False (the cases page shows none: one query fewer)."""
     params = {"agent_pk": agent_pk, "project_id": project_id}
     counts = Counts(agent_id, project_id)
-    for kind, retired, expert, n in sql().execute(_TOTALS, params):
+    for kind, retired, expert, n, last_added_at in sql().execute(_TOTALS, params):
         counts.count(kind, retired, expert, n)
-    counts.last_added_at = _last_added(agent_pk, project_id)
+        counts.last_added_at = last_added_at
     if version:
         counts.frozen_version = sql().execute(_NEWEST_VERSION, params).scalar()
     return counts
