@@ -796,6 +796,21 @@ def percentiles(rounds: list[dict[str, Any]], *ps: float) -> list[float]:
     return out
 
 
+TWIN_PAIRS = 3  # the twins are measured back to back, this many times a round, in turn first
+
+
+def _turns(what: str, n: int) -> list[str]:
+    """The measures one step of round `n` runs: `what`, or for metrics' cost both twins back to
+    back, each first in turn, so that a passing disturbance (another process, a checkpoint)
+    falls on both alike."""
+    if what == QUIET:
+        return []  # measured with its twin
+    if what != LOUD:
+        return [what]
+    pair = [LOUD, QUIET] if n % 2 == 0 else [QUIET, LOUD]
+    return [each for i in range(TWIN_PAIRS) for each in (pair if i % 2 == 0 else pair[::-1])]
+
+
 def figure(
     target: Target, what: str, rounds: list[dict[str, Any]], args: Any, results: Results
 ) -> None:
@@ -893,8 +908,9 @@ def run_engine(engine: str, args: argparse.Namespace, results: Results) -> None:
                 for n in range(args.rounds):
                     for what in group:
                         for target in targets:
-                            got = measure(target, what, args.seconds, 0 if n else args.warmup)
-                            rounds.setdefault((what, target.db.cases), []).append(got)
+                            for each in _turns(what, n):
+                                got = measure(target, each, args.seconds, 0 if n else args.warmup)
+                                rounds.setdefault((each, target.db.cases), []).append(got)
             for what in MEASURES:
                 for target in targets:
                     figure(target, what, rounds[(what, target.db.cases)], args, results)
@@ -1149,7 +1165,9 @@ def render(results: Results, bars: list[Bar], meta: dict[str, Any]) -> str:
         f"connections, against gunicorn with {WORKERS} sync workers; {meta['rounds']} round(s) "
         f"of {meta['seconds']} s after a {meta['warmup']} s warm-up. In each round every measure "
         "ran against every size in turn (adding cases after all the reads, since it grows the "
-        "sets), so a passing disturbance falls on the sizes alike. req/s is all requests over "
+        "sets), so a passing disturbance falls on the sizes alike; the twin servers with "
+        f"metrics on and off {TWIN_PAIRS} times each a round, back to back, each first in turn. "
+        "req/s is all requests over "
         "all rounds' time; p50 and p99 are of all their requests (wrk's histograms merged); "
         "server CPU is what the server's workers used per request (from /proc), which other "
         "load on the machine moves less than req/s, but still moves (a busy host's cores and "
