@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import Select, bindparam, tuple_
+from sqlalchemy import ColumnElement, Select, bindparam, tuple_
 
 from .. import cursors
 from .common import clock, sql
@@ -55,11 +55,16 @@ def keyset_page(
 def newest_first(query: Select[Any], at: Any, ident: Any, after: bool) -> Select[Any]:
     """`query` newest first: from the start, or after the position `after_at`, `after_id`."""
     if after:
-        query = query.where(
-            tuple_(at, ident)
-            < tuple_(bindparam("after_at", type_=at.type), bindparam("after_id", type_=ident.type))
-        )
+        query = query.where(past_position(at, ident))
     return query.order_by(at.desc(), ident.desc()).limit(bindparam("limit"))
+
+
+def past_position(at: Any, ident: Any, *, inclusive: bool = False) -> ColumnElement[bool]:
+    """Rows older than the position `after_at`, `after_id` (and the position's own row, when
+    `inclusive`)."""
+    row = tuple_(at, ident)
+    position = tuple_(bindparam("after_at", type_=at.type), bindparam("after_id", type_=ident.type))
+    return row <= position if inclusive else row < position
 
 
 def after_id(cursor: str | None, binding: dict[str, Any]) -> str:

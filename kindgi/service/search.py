@@ -26,12 +26,13 @@ from functools import cache
 from time import monotonic
 from typing import Any
 
-from sqlalchemy import CTE, TextClause, bindparam, func, literal_column, select, text, tuple_
+from sqlalchemy import CTE, TextClause, bindparam, func, literal_column, select, text
 
 from ..grading import PARTS
 from ..models import Case, TestSetTool
 from ..schemas import WORD_RE
 from .common import bulk, dialect, insert_for, sql
+from .paging import past_position
 
 MAX_DOCUMENT_CHARS = 100_000  # a run's output may be large; a tsvector holds at most 1 MB
 
@@ -170,13 +171,7 @@ def window(after: bool) -> CTE:
         Case.agent_pk == bindparam("agent_pk"), Case.project_id == bindparam("project_id")
     )
     if after:
-        rows = rows.where(
-            tuple_(Case.added_at, Case.id)
-            <= tuple_(
-                bindparam("after_at", type_=Case.added_at.type),
-                bindparam("after_id", type_=Case.id.type),
-            )
-        )
+        rows = rows.where(past_position(Case.added_at, Case.id, inclusive=True))
     rows = rows.order_by(Case.added_at.desc(), Case.id.desc())
     rows = rows.limit(bindparam("search_window")).subquery()
     band = select(
