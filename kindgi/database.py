@@ -108,9 +108,11 @@ def on_its_own() -> Iterator[None]:
 
 
 def engine_options(uri: str, busy_timeout_ms: int, statement_timeout_ms: int) -> dict[str, Any]:
-    """Engine options for the database named by `uri`."""
+    """Engine options for the database named by `uri`. On both, an error never quotes its SQL's
+    parameters (`hide_parameters`): they hold what callers and judges wrote."""
     if uri.startswith("postgresql"):
         return {
+            "hide_parameters": True,
             # No ping before each checkout (a round trip every request): a connection found
             # dead answers 503 `database-busy` once and the pool reconnects (see `is_busy`).
             "pool_recycle": 1800,
@@ -119,7 +121,10 @@ def engine_options(uri: str, busy_timeout_ms: int, statement_timeout_ms: int) ->
                 f"-c statement_timeout={statement_timeout_ms}",
             },
         }
-    return {"connect_args": {"timeout": busy_timeout_ms / 1000, "check_same_thread": False}}
+    return {
+        "hide_parameters": True,
+        "connect_args": {"timeout": busy_timeout_ms / 1000, "check_same_thread": False},
+    }
 
 
 def install_hooks(engine: Engine, busy_timeout_s: float) -> None:

@@ -3,7 +3,9 @@ does what the experts asked, at temperature 0, with a versioned prompt.
 
 A verdict is `pass` or `fail` with the judge's reason; a reply that can't be read, or a call that
 still fails after its tries (429 honouring `Retry-After`, 5xx, timeouts, a refused connection),
-is `error` with the reason: never `fail`, since a judge that failed judged nothing. At most
+is `error` with the reason: never `fail`, since a judge that failed judged nothing. Whatever the
+judge sends, the reason is text every database stores, at most `REASON_LENGTH` long: a candidate
+can steer what a judge says. At most
 `concurrency` calls are in flight at once from one process. No Flask and no database here: the
 service stores and caches what this returns.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +26,8 @@ import rfc8785
 
 PROMPT_VERSION = "answer-1"
 MAX_WAIT_SECONDS = 60.0  # the longest wait between two tries (a Retry-After is capped there)
+REASON_LENGTH = 1000  # characters of a reason kept
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL and lone surrogates: no database stores them
 SYSTEM = (
     "You grade an AI agent's answer for a team of domain experts. You are given what the "
     "experts expect, the answer of the run they corrected, and a candidate's answer. Reply "
@@ -77,8 +82,15 @@ class Question:
 
 @dataclass(frozen=True)
 class Verdict:
+    """A verdict as it is stored: its reason made storable (each NUL or lone surrogate a U+FFFD)
+    and cut to `REASON_LENGTH`, whoever made it."""
+
     outcome: str  # pass | fail | error
     reason: str
+
+    def __post_init__(self) -> None:
+        reason = UNSTORABLE.sub("\ufffd", self.reason[:REASON_LENGTH])
+        object.__setattr__(self, "reason", reason)
 
 
 @dataclass(frozen=True)
@@ -122,6 +134,7 @@ class Judge:
                         temperature=0,
                         response_format={"type": "json_object"},
                     )
+                return read(reply)
             except openai.RateLimitError as exc:
                 last = "429 too many requests"
                 wait = _retry_after(exc.response, wait)
@@ -133,8 +146,10 @@ class Judge:
                 last = f"no answer within {self.settings.timeout:g} s"
             except openai.APIConnectionError as exc:
                 last = f"can't reach the judge: {exc.__cause__ or exc}"
-            else:
-                return read(reply)
+            except Exception as exc:  # a body the client chokes on: not JSON, nested too deep, …
+                return Verdict(
+                    "error", f"the judge's reply could not be read: {type(exc).__name__}"
+                )
             if attempt + 1 < self.settings.tries:
                 self.sleep(wait)
         return Verdict(
@@ -147,19 +162,21 @@ def read(reply: Any) -> Verdict:
     error naming what came back."""
     try:
         content = reply.choices[0].message.content or ""
-    except (AttributeError, IndexError, TypeError):
+    except (AttributeError, IndexError, KeyError, TypeError):
         return Verdict("error", "the judge's reply has no message")
+    if not isinstance(content, str):
+        return Verdict("error", f"the judge's reply is not text: {type(content).__name__}")
     text = content.strip()
     if text.startswith("```"):  # a fenced block, as some models write
         text = text.strip("`").removeprefix("json").strip()
     try:
         said = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the parser's depth
         return Verdict("error", f"the judge's reply is not JSON: {content[:200]!r}")
     if not isinstance(said, dict) or said.get("verdict") not in ("pass", "fail"):
         return Verdict("error", f"the judge's reply has no pass/fail verdict: {content[:200]!r}")
     reason = said.get("reason")
-    return Verdict(said["verdict"], str(reason)[:1000] if reason else "(no reason given)")
+    return Verdict(said["verdict"], str(reason) if reason else "(no reason given)")
 
 
 def _retry_after(response: Any, default: float) -> float:

@@ -8,6 +8,8 @@ Tasks carry a question's key only; what a worker does with one is `service.judgi
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,18 +40,29 @@ def make(app: Flask) -> Any:
     def ask(question_pk: int) -> None:
         from .service import judging
 
-        with app.app_context():
+        with app.app_context(), logged("a judge's question failed; asked again later"):
             judging.ask(question_pk)
 
     @huey.periodic_task(crontab(minute="*"), name="requeue")
     def requeue() -> None:
         from .service import judging
 
-        with app.app_context():
+        with app.app_context(), logged("queueing the judge's questions again failed"):
             judging.requeue()
 
     huey.ask = ask  # type: ignore[attr-defined]
     return huey
+
+
+@contextmanager
+def logged(what: str) -> Iterator[None]:
+    """A task's failure logged as the web's are, by its type and where it was raised (never its
+    message or traceback, which quote SQL and its parameters), not by huey with its traceback. A
+    question that failed keeps its lease: it is asked again once the lease runs out."""
+    try:
+        yield
+    except Exception:
+        log.exception(what)
 
 
 def queue() -> Any:

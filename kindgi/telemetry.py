@@ -245,14 +245,18 @@ HANDLER_NAME = "kindgi"
 
 def configure_logging(app: Flask) -> None:
     """The `kindgi` loggers' one handler, on stderr, in the configured format (set once a
-    process; the app made last decides)."""
+    process; the app made last decides). huey's warnings and errors (its consumer's, in the
+    judge's workers) go through it too, so none carries a traceback."""
     style = str(app.config["LOG_FORMAT"]).lower()
     if style not in {"text", "json"}:
         raise ValueError(f"KINDGI_LOG_FORMAT must be text or json, not {style!r}")
     handler = logging.StreamHandler(sys.stderr)
     handler.name = HANDLER_NAME
     handler.setFormatter(JSONLines() if style == "json" else Text())
-    for old in [h for h in log.handlers if h.name == HANDLER_NAME]:
-        log.removeHandler(old)
-    log.addHandler(handler)
     log.setLevel(str(app.config["LOG_LEVEL"]).upper())
+    huey = logging.getLogger("huey")
+    huey.setLevel(max(log.level, logging.WARNING))  # not a line per task
+    for logger in (log, huey):
+        for old in [h for h in logger.handlers if h.name == HANDLER_NAME]:
+            logger.removeHandler(old)
+        logger.addHandler(handler)

@@ -143,7 +143,8 @@ def write_lock(url: str) -> Iterator[None]:
         return
     conninfo = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
     with psycopg.connect(conninfo) as pg:  # a transaction until the block ends
-        pg.execute("LOCK TABLE cases, tallies, runs, tokens, snapshots IN EXCLUSIVE MODE")
+        pg.execute("LOCK TABLE cases, tallies, runs, tokens, snapshots, judge_questions, "
+                   "judge_verdicts IN EXCLUSIVE MODE")  # fmt: skip
         try:
             yield
         finally:

@@ -20,11 +20,12 @@ class Reply:
     """One scripted answer: a verdict as the model's message, or a status, or garbage."""
 
     status: int = 200
-    content: str | None = None  # the message's content (None: a well-formed verdict)
+    content: Any = None  # the message's content (None: a well-formed verdict)
     verdict: str = "pass"
     reason: str = "it says the same"
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds before answering
+    body: bytes | None = None  # the whole HTTP body instead, as no model server should send
 
 
 @dataclass
@@ -73,7 +74,7 @@ def _handler(judge: FakeJudge) -> type[BaseHTTPRequestHandler]:
                         ],
                         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
                     }
-                data = json.dumps(payload).encode()
+                data = json.dumps(payload).encode() if reply.body is None else reply.body
                 self.send_response(reply.status)
                 for name, value in reply.headers.items():
                     self.send_header(name, value)

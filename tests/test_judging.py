@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import pytest
 import redis
 import requests
 from conftest import AGENT, P1, Api, app_on, metric, ok
+from databases import write_lock
 from fake_judge import Reply, fake_judge
 from live import ROOT, free_port
 
@@ -82,19 +84,22 @@ def worker(
     app, tmp_path, metrics_port: int | None = None, **more: str
 ) -> Iterator[subprocess.Popen]:
     """A `flask --app app kindgi worker` process on the app's database and queue (serving its
-    metrics on `metrics_port` when one is given; `more` environment besides)."""
+    metrics on `metrics_port` when one is given; `more` environment besides); its output is in
+    the file `proc.log_path`."""
     env = {**os.environ, "KINDGI_SECRET_KEY": "test-secret", **more}
     for name in ("SQLALCHEMY_DATABASE_URI", "JUDGE_URL", "JUDGE_MODEL", "JUDGE_TIMEOUT",
                  "JUDGE_TRIES", "QUEUE_URL", "QUEUE_NAME"):  # fmt: skip
         if app.config.get(name) is not None:
             env[f"KINDGI_{name}"] = str(app.config[name])
-    log = (tmp_path / f"worker-{uuid.uuid4().hex[:6]}.log").open("w")
+    log_path = tmp_path / f"worker-{uuid.uuid4().hex[:6]}.log"
+    log = log_path.open("w")
     metrics = ["--metrics-port", str(metrics_port)] if metrics_port else []
     proc = subprocess.Popen(
         [sys.executable, "-m", "flask", "--app", "app", "kindgi", "worker", "--threads", "4",
          *metrics],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
+    proc.log_path = log_path  # what the worker wrote, stdout and stderr
     try:
         yield proc
     finally:
@@ -216,6 +221,101 @@ def test_a_judge_that_fails_leaves_errors_with_reasons_never_fails(judged):
     rows = {r["caseId"]: r for r in ok(api.get(f"{RUNS}/{run['id']}/results"))["data"]}
     assert "500 from the judge" in rows[ids["RIGHT"]]["reason"]
     assert done["cases"]["fail"] == 0 or rows[ids["WRONG"]]["outcome"] != "fail"
+
+
+# What a candidate can steer a judge into answering (its output is quoted to the judge): each
+# reply, and the outcome and reason its case must get. NULs and lone surrogates, which no
+# database stores, become U+FFFD; a reason is cut at 1000 characters.
+HOSTILE = {
+    "nul": (Reply(verdict="fail", reason="it said \x00 there"), "fail", "it said \ufffd there"),
+    "surrogate": (
+        Reply(content='{"verdict": "pass", "reason": "half \\ud83d a parrot"}'),
+        "pass",
+        "half \ufffd a parrot",
+    ),
+    "huge": (Reply(verdict="fail", reason="\x00" * 200_000), "fail", "\ufffd" * 1000),
+    "reason-object": (
+        Reply(content='{"verdict": "fail", "reason": {"why": "\\u0000"}}'),
+        "fail",
+        "{'why': '\\x00'}",
+    ),
+    "score-out-of-range": (
+        Reply(content='{"verdict": "pass", "reason": "fine", "score": 1e999}'),
+        "pass",
+        "fine",
+    ),
+    "not-json": (Reply(content="pass \x00 \ud83d"), "error", "the judge's reply is not JSON"),
+    "verdict-list": (
+        Reply(content='{"verdict": ["pass"], "reason": "x"}'),
+        "error",
+        "the judge's reply has no pass/fail verdict",
+    ),
+    "content-number": (Reply(content=5), "error", "the judge's reply is not text"),
+    "nested-deep": (Reply(content="[" * 100_000), "error", "the judge's reply is not JSON"),
+    "body-not-json": (Reply(body=b"<html>\x00</html>"), "error", "the judge's reply could not"),
+    "body-nested-deep": (Reply(body=b"[" * 100_000), "error", "the judge's reply could not"),
+}
+
+
+@pytest.mark.parametrize("judged", ["database"], indirect=True)
+def test_whatever_a_judge_answers_its_case_gets_a_verdict_or_an_error_and_the_run_ends(judged):
+    """docs/design.md §9.4: a verdict whatever the judge says, stored or an error, and no log
+    line quoting SQL, its parameters or what the judge said (docs/deploy.md)."""
+    api, _, fake, _, start_worker = judged
+    cases = {
+        name: ok(api.post(CASES, {"runId": "run-1", "answer": "right"}), 201)["id"]
+        for name in HOSTILE
+    }
+
+    def steered(body: dict) -> Reply:
+        said = body["messages"][1]["content"]
+        return next(HOSTILE[name][0] for name in HOSTILE if f"steer {name}." in said)
+
+    fake.script = steered
+    run = ok(api.post(RUNS, {"projectId": P1, "candidate": "2.0.0"}), 201)
+    sent = [{"caseId": case, "output": {"answer": f"steer {name}."}, "calls": []}
+            for name, case in cases.items()]  # fmt: skip
+    ok(api.post(f"{RUNS}/{run['id']}/results", {"results": sent}))
+    ok(api.post(f"{RUNS}/{run['id']}/finish", {}))
+    with start_worker() as proc:
+        done = until_done(api, run["id"])
+    assert done["status"] == "done" and done["cases"]["pending"] == 0
+    for name, case in cases.items():
+        shown = ok(api.get(f"{RUNS}/{run['id']}/results/{case}"))["parts"]["answer"]
+        _, outcome, reason = HOSTILE[name]
+        assert shown["outcome"] == outcome, (name, shown)
+        assert shown["reason"].startswith(reason) and len(shown["reason"]) <= 1000, (name, shown)
+    logged = proc.log_path.read_text(errors="replace")
+    for leak in ("\x00", "\ufffd", "Traceback", "[SQL", "INSERT", "parameters", "it said",
+                 "steer", "parrot"):  # fmt: skip
+        assert leak not in logged, (leak, logged[-2000:])
+
+
+@pytest.mark.parametrize("judged", ["database"], indirect=True)
+def test_a_task_that_fails_is_logged_by_its_type_and_place_and_asked_again_later(judged):
+    """docs/deploy.md: a worker's error says what failed and where, never its message, SQL or
+    traceback; the question is asked again (here by the next worker to start)."""
+    api, app, _, ids, start_worker = judged
+    run = ok(api.post(RUNS, {"projectId": P1, "candidate": "2.0.0"}), 201)
+    answers = [r for r in results(ids, "Clause 9.", "x") if r["caseId"] == ids["RIGHT"]]
+    ok(api.post(f"{RUNS}/{run['id']}/results", {"results": answers}))
+    ok(api.post(f"{RUNS}/{run['id']}/finish", {}))
+    failed = re.compile(
+        r"ERROR \[-\] kindgi: a judge's question failed; asked again later "
+        r"\(OperationalError at [\w/]+\.py:\d+ \w+\)"
+    )
+    url = app.config["SQLALCHEMY_DATABASE_URI"]
+    with write_lock(url), start_worker(KINDGI_DB_BUSY_TIMEOUT_MS="200") as locked_out:
+        deadline = time.monotonic() + 30
+        while not failed.search(locked_out.log_path.read_text()):
+            assert time.monotonic() < deadline, locked_out.log_path.read_text()
+            time.sleep(0.1)
+    logged = locked_out.log_path.read_text()
+    for leak in ("Traceback", "[SQL", "SELECT", "judge_questions", "parameters", "Clause 9"):
+        assert leak not in logged, (leak, logged)
+    with start_worker():
+        done = until_done(api, run["id"])
+    assert done["parts"]["answer"]["pass"] == 1
 
 
 def test_a_worker_killed_mid_call_leaves_exactly_one_verdict_after_another_asks_again(judged):

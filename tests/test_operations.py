@@ -13,6 +13,7 @@ import json
 import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -33,8 +34,10 @@ from databases import ENGINE
 from flask_migrate import downgrade
 from live import gunicorn, gunicorn_master
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
 
 from kindgi.database import db
+from kindgi.models import JudgeVerdict
 
 TS = f"/v1/agents/{AGENT}/test-set"
 MIGRATIONS = Path(__file__).parent.parent / "kindgi" / "migrations" / "versions"
@@ -233,6 +236,23 @@ def test_an_error_is_logged_once_with_its_requests_id_and_never_its_message(app,
     assert [line["event"] for line in mine] == ["error", "request"]
     assert mine[0]["error"]["type"] == "ValueError" and "boom" in mine[0]["error"]["where"]
     assert "hunter2" not in json.dumps(logged)
+
+
+def test_a_database_error_never_quotes_the_values_of_its_statement(app):
+    """docs/deploy.md: no log line holds what a caller (or a judge) wrote. The database's
+    errors name their SQL, never the values bound to it, so no traceback printed anywhere (a
+    worker's, gunicorn's) can quote them."""
+    said = "what-a-candidate-steered-the-judge-to-say"
+    verdict = {"key": "k", "model": "m", "prompt": "p", "outcome": "pass", "reason": said,
+               "at": datetime(2026, 12, 1)}  # fmt: skip
+    with app.app_context():
+        keep = JudgeVerdict.__table__.insert()
+        db.session.execute(keep, verdict)
+        with pytest.raises(IntegrityError) as twice:
+            db.session.execute(keep, verdict)
+        db.session.rollback()
+    assert "INSERT INTO judge_verdicts" in str(twice.value)
+    assert said not in str(twice.value)
 
 
 # ---------------------------------------------------------------- export
