@@ -135,6 +135,14 @@ def _caller() -> dict[str, str] | None:
     return actor if isinstance(actor, dict) else None
 
 
+# HTTP's methods (RFC 9110 and PATCH); any other a caller makes up is counted as one `other`,
+# or each would be a new series. Routes are templates (`(unmatched)` for a URL no route has),
+# statuses the app's own, codes the domain's: every label is bounded by the code, not by callers.
+METHODS = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"}
+)
+
+
 @lru_cache(maxsize=4096)
 def _children(route: str, method: str, status: int) -> tuple[Any, Any]:
     """A route's request counter and latency histogram: `labels()` checks and locks at every
@@ -159,7 +167,8 @@ def register(app: Flask) -> None:
         route = request.url_rule.rule if request.url_rule else "(unmatched)"
         code = g.get("error_code")
         if metrics:
-            counted, timed = _children(route, request.method, response.status_code)
+            method = request.method if request.method in METHODS else "other"
+            counted, timed = _children(route, method, response.status_code)
             counted.inc()
             timed.observe(took)
             if code:

@@ -137,6 +137,33 @@ def test_metrics_count_requests_by_route_template_refusals_and_replays(app, api)
     assert "case-2" not in scrape and TOKENS["admin"] not in scrape  # routes, never ids
 
 
+def test_metrics_keep_the_same_series_whatever_callers_make_up(app, api):
+    """docs/deploy.md, Metrics: every label is bounded. Made-up methods are one `other`, a URL
+    no route has is `(unmatched)`, ids are their route's template, and refusals are codes."""
+
+    def series() -> set[str]:
+        text = api.client.get("/metrics").get_data(as_text=True)
+        return {line.rsplit(" ", 1)[0] for line in text.splitlines() if line[:1] not in "#"}
+
+    def made_up(tag: str) -> None:
+        for n in range(25):
+            word = f"{tag}{chr(65 + n)}"
+            api.call(f"PROBE{word}", f"{TS}?projectId={P1}")  # a method nobody defined
+            api.call(f"X{word}", f"/{word}")
+            api.call(word.lower(), f"{TS}/cases")
+            api.get(f"/v1/{word}/{n}")  # a URL no route has, in the API and among the pages
+            api.get(f"/pages/{word}?q={word}")
+            api.get(f"{TS}/cases/case-{word}")  # a route's template with an id nobody has
+            api.post(f"{TS}/cases/case-{word}/retire", {"reason": word}, as_=f"kgi_{word}")
+            api.get(f"/static/{word}.css", headers={"Range": f"bytes={n}-{n + 1}"})
+
+    series()  # the scrape's own series
+    made_up("Q")
+    before = series()
+    made_up("Z")
+    assert series() == before
+
+
 def test_metrics_count_login_throttling(app, client):
     before = metric(client.get("/metrics").get_data(as_text=True), "kindgi_logins_throttled_total")
     token = csrf_of(client)
