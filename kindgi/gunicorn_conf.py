@@ -1,5 +1,6 @@
 """gunicorn's settings for Kindgi: a metrics directory that every worker of one master shares,
-and a worker timeout that a whole export fits in.
+a worker timeout that a whole export fits in, and request lines long enough for every URL the
+app makes.
 
 prometheus_client's multiprocess mode sums what each worker writes into `PROMETHEUS_MULTIPROC_DIR`
 (kindgi/telemetry.py). The directory must be named before a worker imports the app, and emptied
@@ -26,6 +27,14 @@ if _MADE:
 # A sync worker tells the master it lives only between requests: an export of a whole test set
 # (a million cases stream in about a minute) must not be cut as a hung worker
 timeout = 300
+# gunicorn answers a request line past its limit itself (414, an HTML page, before the app sees
+# it), and its default (4094 bytes) is shorter than the cases list's longest URL: every filter
+# at its longest (q and tool 200 characters, each of four UTF-8 bytes percent-encoded, addedBy
+# and runId 64) and the longest cursor make a 7,471-byte request line (tests/test_errors.py
+# builds it). So the line gets gunicorn's most, 8190 bytes; and a header field room for any URL
+# that fits it with the longest scheme and host (a browser's Referer, htmx's HX-Current-URL).
+limit_request_line = 8190
+limit_request_field_size = limit_request_line + 512
 
 
 def on_starting(server: Any) -> None:

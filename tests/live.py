@@ -62,10 +62,12 @@ def gunicorn_master(
     *,
     app: str = "app:app",
     cwd: Path = ROOT,
+    config: str | None = None,
     **env: str,
 ) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """As `gunicorn`, with the master's process too (whose children are the workers); `app`
-    and `cwd` say what it serves from where (the checkout's `app:app` unless told)."""
+    and `cwd` say what it serves from where (the checkout's `app:app` unless told), `config`
+    the settings it reads (`-c`; unless told, the `gunicorn.conf.py` of `cwd`, if any)."""
     port = free_port()
     environ = {
         **os.environ,
@@ -81,6 +83,7 @@ def gunicorn_master(
                 str(workers),
                 "-b",
                 f"127.0.0.1:{port}",
+                *(["-c", config] if config else []),
                 app,
             ],
             cwd=cwd,

@@ -9,10 +9,12 @@ import re
 import time
 
 import pytest
+import requests
 from conftest import AGENT, MULTI, P1, P2, PG, error_of, snapshot_db
 from databases import write_lock
+from live import ROOT, gunicorn_master
 
-from kindgi import create_app, csrf, service
+from kindgi import create_app, csrf, service, world
 from kindgi.database import db
 
 CASES = f"/v1/agents/{AGENT}/test-set/cases"
@@ -302,3 +304,82 @@ def test_a_locked_database_is_503_busy_and_the_retry_succeeds(app, make_app):
     retry = quick.post(CASES, json=BODY, headers=headers)
     assert retry.status_code == 201, retry.get_json()
     assert "Idempotent-Replayed" not in retry.headers  # a 503 is not kept
+
+
+# ---------------------------------------------------------------- what gunicorn answers itself
+
+# The cases list at its longest (docs/errors.md, past the request line): an agent whose dotted id
+# fills its 200 characters, and every filter at its most, in the longest bytes a character takes
+# percent-encoded (four UTF-8 bytes, 12 in the URL): q and tool of 200 characters, addedBy and
+# runId of 64 (the longest id a user or run has); the cursor after a case whose 64-character id
+# is all characters JSON escapes in six bytes.
+LONG_AGENT = "a" * 99 + "." + "b" * 100
+LONG_PROJECT = "7e57ab1e-0000-4000-8000-00000000f00d"
+LONG_USER, LONG_RUN, LONG_TOOL = "🦜" * 64, "🦝" * 64, "🦜" * 200
+LONG_QUERY = "gnu" + "🦜" * 197  # one word, found in the cases; parrots are no words
+LONG_WORLD = {
+    "projects": [{"id": LONG_PROJECT, "tenant": "acme"}],
+    "agents": [{"id": LONG_AGENT, "tenant": "acme", "projects": [LONG_PROJECT]}],
+    "users": [{"id": LONG_USER, "tenant": "acme", "email": "long@acme.test", "name": "Long"}],
+    "runs": [{"id": LONG_RUN, "agent": LONG_AGENT, "project": LONG_PROJECT, "version": "1",
+              "output": {"answer": "a gnu"}, "at": "2026-11-30T10:00:00.123Z"}],
+    "corrections": [
+        {"id": chr(n) * 64, "run": LONG_RUN, "by": LONG_USER, "at": f"2026-11-30T10:0{n}:00.123Z",
+         "body": {"decisions": "wrong", "shouldCall": [{"tool": LONG_TOOL}], "answer": "wrong",
+                  "shouldSay": "Name the gnu."}}
+        for n in (1, 2)
+    ],
+}  # fmt: skip
+REQUEST_LINE, HEADER_LINE = 8190, 8702  # bytes gunicorn reads, as kindgi/gunicorn_conf.py says
+GUNICORN_WAYS = {  # as README.md and docs/deploy.md start it
+    "from a checkout": {"app": "app:app"},
+    "installed": {"app": "kindgi:create_app()", "config": "python:kindgi.gunicorn_conf"},
+}
+
+
+@pytest.mark.parametrize("way", GUNICORN_WAYS)
+def test_the_longest_url_the_app_makes_fits_gunicorns_request_line(app, tmp_path, way):
+    with app.app_context():
+        world.load(LONG_WORLD)
+        db.session.commit()
+    where = ROOT if way == "from a checkout" else tmp_path  # no gunicorn.conf.py there
+    url = app.config["SQLALCHEMY_DATABASE_URI"]
+    with gunicorn_master(url, tmp_path / "g.log", 1, cwd=where, **GUNICORN_WAYS[way]) as (_, base):
+        http = requests.Session()
+        http.headers["Authorization"] = "Bearer kgi_admin"
+        path = f"/v1/agents/{LONG_AGENT}/test-set/cases"
+        listed = http.get(base + path, params={"projectId": LONG_PROJECT}, timeout=30).json()
+        filters = {
+            "projectId": LONG_PROJECT, "limit": 1, "include": "retired",
+            "kind": "correction,hand", "q": LONG_QUERY, "tool": LONG_TOOL,
+            "part": "answer,decisions,items", "expert": "false", "addedBy": LONG_USER,
+            "runId": LONG_RUN, "addedAfter": listed["data"][-1]["addedAt"],
+            "addedBefore": "2099-12-31T23:59:59.999Z",
+        }  # fmt: skip
+        first = http.get(base + path, params=filters, timeout=30)
+        assert first.status_code == 200, first.text[:300]
+        assert [c["id"] for c in first.json()["data"]] == [chr(2) * 64]
+        deepest = {**filters, "limit": 100, "cursor": first.json()["nextCursor"]}
+        asked = requests.Request("GET", base + path, params=deepest).prepare()
+        line = len(f"GET {asked.path_url} HTTP/1.1")
+        assert 7000 < line <= REQUEST_LINE
+        # a page's URL comes back in headers, with its scheme and host (at their longest)
+        origin = "https://" + "h" * 253 + ":65535"
+        as_page = {"Referer": origin + asked.path_url, "HX-Current-URL": origin + asked.path_url}
+        assert len("HX-Current-URL: " + as_page["HX-Current-URL"]) <= HEADER_LINE
+        deep = http.get(base + path, params=deepest, headers=as_page, timeout=30)
+        assert deep.status_code == 200 and deep.headers["Content-Type"] == "application/json"
+        assert [c["id"] for c in deep.json()["data"]] == [chr(1) * 64]
+
+        # past the limit gunicorn answers itself; at the limit the app does
+        def padded_to(size: int) -> requests.Response:
+            pad = size - line - len("&pad=")
+            return http.get(f"{base}{asked.path_url}&pad={'x' * pad}", timeout=30)
+
+        at_limit = padded_to(REQUEST_LINE)
+        assert at_limit.status_code == 200 and at_limit.json()["data"] == deep.json()["data"]
+        past = padded_to(REQUEST_LINE + 1)
+        assert past.status_code == 414 and "X-Request-Id" not in past.headers
+        assert past.headers["Content-Type"].startswith("text/html")
+        header = requests.get(f"{base}/healthz", headers={"X-Long": "x" * HEADER_LINE}, timeout=30)
+        assert header.status_code == 431 and "X-Request-Id" not in header.headers
