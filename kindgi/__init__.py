@@ -64,7 +64,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     with app.app_context():
         install_hooks(db.engine, app.config["DB_BUSY_TIMEOUT_MS"] / 1000)
 
-    from . import api, cli, http, ops, pages, run_pages, service, telemetry
+    from . import api, cli, http, ops, pages, queue, run_pages, service, telemetry
 
     app.json = http.JSONAnswers(app)
     app.session_interface = http.PagesOnlySessions()
@@ -83,6 +83,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     pages.register_filters(app)
     run_pages.register(app)
     cli.register(app)
+    queue.register(app)
     return app
 
 

@@ -14,7 +14,7 @@ from flask.cli import AppGroup
 from flask_migrate import upgrade
 from sqlalchemy import select
 
-from . import demo, service, world
+from . import demo, queue, service, world
 from .config import API_PREFIX
 from .database import commit, db, set_writing
 from .errors import DomainError
@@ -159,12 +159,12 @@ def worker_command(threads: int | None, metrics_port: int | None, metrics_host: 
     stopped (Ctrl-C or SIGTERM ends them, the current calls first)."""
     from flask import current_app
 
-    from . import queue, telemetry
+    from . import telemetry
     from .service import judging
 
     if judging.judge_settings() is None:
         raise click.ClickException("no judge is configured: set KINDGI_JUDGE_URL and _MODEL")
-    huey = queue.queue()
+    huey = queue.of(current_app).huey
     if metrics_port:
         token = current_app.config["METRICS_TOKEN"]
         telemetry.serve_worker_metrics(metrics_host, metrics_port, token)

@@ -1,7 +1,9 @@
 """The judge's task queue: huey, its storage beside the database (a SQLite file beside a SQLite
 database, tables in the PostgreSQL database) or Redis when `KINDGI_QUEUE_URL` names one.
 
-Tasks carry a question's key only; what a worker does with one is `service.judging.ask`.
+The queue stands on the service, never the other way round: its tasks run `service.judging`'s
+`ask` and `requeue`, and the service hands questions to it through the interface it names,
+`service.common.Queue`, which `register` puts on the app. Tasks carry a question's key only.
 `flask --app app kindgi worker` runs the consumer: threads, since a judge's call waits on I/O.
 """
 
@@ -13,8 +15,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, current_app
+from flask import Flask
 from sqlalchemy.engine import make_url
+
+from .service import judging
+from .service.common import QUEUE
 
 log = logging.getLogger("kindgi")
 
@@ -38,15 +43,11 @@ def make(app: Flask) -> Any:
 
     @huey.task(name="ask")
     def ask(question_pk: int) -> None:
-        from .service import judging
-
         with app.app_context(), logged("a judge's question failed; asked again later"):
             judging.ask(question_pk)
 
     @huey.periodic_task(crontab(minute="*"), name="requeue")
     def requeue() -> None:
-        from .service import judging
-
         with app.app_context(), logged("queueing the judge's questions again failed"):
             judging.requeue()
 
@@ -65,23 +66,45 @@ def logged(what: str) -> Iterator[None]:
         log.exception(what)
 
 
-def queue() -> Any:
-    """The current app's queue, made at its first use (a PostgreSQL queue connects then)."""
-    app = current_app._get_current_object()  # type: ignore[attr-defined]
-    if "kindgi.queue" not in app.extensions:
-        app.extensions["kindgi.queue"] = make(app)
-    return app.extensions["kindgi.queue"]
+class TaskQueue:
+    """One app's queue (`service.common.Queue`): huey, made at its first use (a PostgreSQL queue
+    connects then)."""
+
+    def __init__(self, app: Flask) -> None:
+        self.app = app
+        self._huey: Any = None
+
+    @property
+    def huey(self) -> Any:
+        """The `huey.Huey`, made now if it is not yet."""
+        if self._huey is None:
+            self._huey = make(self.app)
+        return self._huey
+
+    def enqueue(self, question_pks: list[int], after: float = 0) -> None:
+        """Ask the workers to put these questions to the judge (`after` seconds from now). Best
+        effort: a question the queue could not take stays pending, and is queued again when a
+        worker starts or each minute."""
+        try:
+            for pk in question_pks:
+                if after:
+                    self.huey.ask.schedule((pk,), delay=after + 0.5)
+                else:
+                    self.huey.ask(pk)
+        except Exception:  # a queue that is down must not fail the request
+            log.exception("could not queue %d judge questions; a worker will", len(question_pks))
+
+    def size(self) -> int:
+        """Tasks waiting in the queue's storage (which raises when it can't be reached)."""
+        return int(self.huey.storage.queue_size())
 
 
-def enqueue(question_pks: list[int], after: float = 0) -> None:
-    """Ask the workers to put these questions to the judge (`after` seconds from now). Best
-    effort: a question the queue could not take stays pending, and is queued again when a
-    worker starts or each minute."""
-    try:
-        for pk in question_pks:
-            if after:
-                queue().ask.schedule((pk,), delay=after + 0.5)
-            else:
-                queue().ask(pk)
-    except Exception:  # a queue that is down must not fail the request
-        log.exception("could not queue %d judge questions; a worker will", len(question_pks))
+def register(app: Flask) -> None:
+    """Give the app its queue, where the service finds it."""
+    app.extensions[QUEUE] = TaskQueue(app)
+
+
+def of(app: Flask) -> TaskQueue:
+    """The app's queue (the worker's consumer runs its huey)."""
+    queue: TaskQueue = app.extensions[QUEUE]
+    return queue

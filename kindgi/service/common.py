@@ -1,4 +1,5 @@
-"""What every service module shares: the clock, ids, and the request's connection.
+"""What every service module shares: the clock, ids, the request's connection, and the judge's
+queue as the service sees it.
 
 The service runs inside the request's transaction (see `kindgi/http.py`): it changes the session
 and flushes, and never commits or rolls back itself.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from flask import current_app
 from sqlalchemy.engine import Connection
@@ -60,6 +61,25 @@ def judge_settings() -> judge.Settings | None:
         tries=int(config["JUDGE_TRIES"]),
         concurrency=int(config["JUDGE_CONCURRENCY"]),
     )
+
+
+QUEUE = "kindgi.queue"  # the app's extension that holds its task queue
+
+
+class Queue(Protocol):
+    """What the service asks of the judge's task queue (`kindgi/queue.py` puts one on the app):
+    the service never imports the queue, which stands on it."""
+
+    def enqueue(self, question_pks: list[int], after: float = 0) -> None:
+        """Hand these questions to the workers, `after` seconds from now; best effort."""
+
+    def size(self) -> int:
+        """Tasks waiting; raises when the queue can't be reached."""
+
+
+def task_queue() -> Queue:
+    """The app's task queue."""
+    return current_app.extensions[QUEUE]
 
 
 def bulk() -> None:

@@ -19,7 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..database import db
 from ..errors import Unauthenticated
 from ..models import JudgeQuestion
-from .common import judge_settings
+from .common import judge_settings, task_queue
 
 log = logging.getLogger("kindgi")
 
@@ -55,10 +55,8 @@ def readiness() -> dict[str, str]:
 
 
 def _queue_check() -> str:
-    from .. import queue
-
     try:
-        queue.queue().storage.queue_size()
+        task_queue().size()
     except Exception as exc:  # any client library's failure means the same: not reachable
         log.warning("the judge's queue is unreachable: %s", type(exc).__name__)
         return "unreachable"

@@ -18,10 +18,10 @@ from typing import Any
 from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.orm.attributes import flag_modified
 
-from .. import grading, judge, queue, telemetry
+from .. import grading, judge, telemetry
 from ..database import after_commit, db, on_its_own, set_writing
 from ..models import JudgeQuestion, JudgeVerdict, RunCase, TestRun
-from .common import clock, dialect, insert_for, judge_settings, sql
+from .common import clock, dialect, insert_for, judge_settings, sql, task_queue
 from .test_runs import settle
 
 LANDING_SECONDS = 5  # a lease's margin past the judge's own time, for landing the verdict
@@ -95,7 +95,7 @@ def put(run: TestRun, rows: list[dict[str, Any]]) -> None:
     hits = len(asked) - len(waiting)
     after_commit(lambda: telemetry.JUDGE_CACHE_HITS.inc(hits))
     if waiting:
-        after_commit(lambda: queue.enqueue(waiting))
+        after_commit(lambda: task_queue().enqueue(waiting))
 
 
 def _kept(keys: set[str]) -> dict[str, judge.Verdict]:
@@ -127,7 +127,7 @@ def ask(question_pk: int) -> None:
         now = clock()
         if question.lease_until is not None and question.lease_until > now:
             # another worker is asking: look again when its lease runs out (it may have died)
-            queue.enqueue([question_pk], after=(question.lease_until - now).total_seconds())
+            task_queue().enqueue([question_pk], after=(question.lease_until - now).total_seconds())
             return
         question.lease_until = now + lease
         key, asked = question.key, question.question
@@ -241,5 +241,5 @@ def requeue(*, leased_too: bool = False) -> int:
         )
     waiting = list(db.session.scalars(query))
     db.session.rollback()
-    queue.enqueue(waiting)
+    task_queue().enqueue(waiting)
     return len(waiting)
