@@ -39,12 +39,11 @@ GENAI_LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"}
 
 _WANTED = frozenset(
     {
-        AGENT, PROJECT, VERSION, OI_KIND, OI_INPUT, OI_INPUT_MIME, OI_OUTPUT, OI_OUTPUT_MIME,
-        OI_TOOL_NAME, OI_TOOL_CALL_ID, GENAI_OPERATION, GENAI_INPUT, GENAI_OUTPUT,
+        AGENT, PROJECT, VERSION, SERVICE_VERSION, OI_KIND, OI_INPUT, OI_INPUT_MIME, OI_OUTPUT,
+        OI_OUTPUT_MIME, OI_TOOL_NAME, OI_TOOL_CALL_ID, GENAI_OPERATION, GENAI_OUTPUT,
         GENAI_TOOL_NAME, GENAI_TOOL_ARGS, GENAI_TOOL_CALL_ID,
     }
 )  # fmt: skip
-_MESSAGE_PREFIXES = (OI_INPUT_MESSAGES, OI_OUTPUT_MESSAGES)
 _JSON_MIME = "application/json"
 
 
@@ -64,6 +63,12 @@ class SpanFacts:
     @property
     def is_root(self) -> bool:
         return self.parent_id is None
+
+    @property
+    def telling(self) -> bool:
+        """Whether the span says anything a run is made of (a root, a model call, a tool):
+        the others (an agent's turns, a chain) need not be kept once their trace is placed."""
+        return self.is_root or "llm" in self.facts or "tool" in self.facts
 
 
 @dataclass
@@ -101,35 +106,57 @@ def run_id(tenant_id: str, trace_id: str) -> str:
 
 def read_export(export: ExportTraceServiceRequest) -> Export:
     """Every span's facts, by trace; a span without a trace id of 16 bytes and a span id of 8
-    is unreadable (counted, never kept)."""
+    is unreadable (counted, never kept).
+
+    Of a trace's model calls only the first one's input can be a run's, and the first of all
+    is the first of those in its own export, whichever export brings it: only that one's input
+    messages (a whole conversation, in each later call) are read."""
     out = Export()
+    read = []
+    first: dict[bytes, tuple[int, bytes]] = {}  # a trace's first model call here
     for resource_spans in export.resource_spans:
         resource = _attributes(resource_spans.resource.attributes)
+        placed = _place(resource, {})
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
                 if len(span.trace_id) != 16 or len(span.span_id) != 8:
                     out.unreadable += 1
                     continue
-                facts = span_facts(span, resource)
-                out.traces.setdefault(facts.trace_id, []).append(facts)
+                attrs = _attributes(span.attributes)
+                read.append((span, resource, placed, attrs))
+                if _is_llm(attrs):
+                    at = (span.start_time_unix_nano, span.span_id)
+                    first[span.trace_id] = min(first.get(span.trace_id, at), at)
+    for span, resource, placed, attrs in read:
+        inputs = None
+        root = not span.parent_span_id
+        if root or first.get(span.trace_id) == (span.start_time_unix_nano, span.span_id):
+            inputs = _attributes(span.attributes, inputs=True)
+        place = _place(resource, attrs) if root else placed
+        facts = span_facts(span, place, attrs, inputs)
+        out.traces.setdefault(facts.trace_id, []).append(facts)
     return out
 
 
-def span_facts(span: Span, resource: dict[str, Any]) -> SpanFacts:
-    """One span's facts (see `SpanFacts`), its resource's attributes given."""
-    attrs = _attributes(span.attributes)
-    root = not span.parent_span_id
-    facts: dict[str, Any] = {}
-    place = _place(resource, attrs if root else {})
-    if place:
-        facts["place"] = place
-    kind, operation = attrs.get(OI_KIND), attrs.get(GENAI_OPERATION)
-    if kind == "TOOL" or operation == "execute_tool":
+def _is_llm(attrs: dict[str, Any]) -> bool:
+    return attrs.get(OI_KIND) == "LLM" or attrs.get(GENAI_OPERATION) in GENAI_LLM_OPERATIONS
+
+
+def span_facts(
+    span: Span,
+    place: dict[str, str],
+    attrs: dict[str, Any],
+    inputs: dict[str, Any] | None = None,
+) -> SpanFacts:
+    """One span's facts (see `SpanFacts`) from where it is placed, its attributes, and the
+    input messages of a model call or root where they were read (`_attributes`)."""
+    facts: dict[str, Any] = {"place": place} if place else {}
+    if attrs.get(OI_KIND) == "TOOL" or attrs.get(GENAI_OPERATION) == "execute_tool":
         facts["tool"] = _tool(span, attrs)
-    elif kind == "LLM" or operation in GENAI_LLM_OPERATIONS:
-        facts["llm"] = _llm(attrs)
-    if root:
-        facts["root"] = _root(span, attrs)
+    elif _is_llm(attrs):
+        facts["llm"] = _llm(attrs, inputs or {})
+    if not span.parent_span_id:
+        facts["root"] = _root(span, {**attrs, **(inputs or {})})
     return SpanFacts(
         span.trace_id.hex(),
         span.span_id.hex(),
@@ -182,13 +209,14 @@ def _exception(span: Span) -> str | None:
     return None
 
 
-def _llm(attrs: dict[str, Any]) -> dict[str, Any]:
-    """A model call: its input messages, its output message, and the tool calls it asked for."""
-    if GENAI_INPUT in attrs or GENAI_OUTPUT in attrs:
-        inputs = _genai_messages(attrs.get(GENAI_INPUT))
+def _llm(attrs: dict[str, Any], read: dict[str, Any]) -> dict[str, Any]:
+    """A model call: its input messages (where they were `read`), its output message, and
+    the tool calls it asked for."""
+    if GENAI_INPUT in read or GENAI_OUTPUT in attrs:
+        inputs = _genai_messages(read.get(GENAI_INPUT))
         outputs = _genai_messages(attrs.get(GENAI_OUTPUT))
     else:
-        inputs = _oi_messages(attrs, OI_INPUT_MESSAGES)
+        inputs = _oi_messages(read, OI_INPUT_MESSAGES)
         outputs = _oi_messages(attrs, OI_OUTPUT_MESSAGES)
     calls = [call for message in outputs for call in message.get("toolCalls", ())]
     return {"input": inputs or None, "output": _last(outputs), "calls": calls}
@@ -249,38 +277,43 @@ def _genai_messages(value: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _indexed(attrs: dict[str, Any], prefix: str) -> dict[int, dict[str, Any]]:
-    """OpenInference's flattened lists: `{prefix}{n}.{rest}` keys, as `{n: {rest: value}}`."""
+def _oi_messages(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
+    """OpenInference's messages, flattened as `{prefix}{n}.message.…` keys: `role`, `content`
+    (or its `contents.{m}.message_content.text` parts) and `tool_calls.{m}.tool_call.…`."""
     found: dict[int, dict[str, Any]] = {}
     for key, value in attrs.items():
-        if key.startswith(prefix):
-            index, _, rest = key[len(prefix) :].partition(".")
-            if index.isdigit() and rest:
-                found.setdefault(int(index), {})[rest] = value
-    return found
-
-
-def _oi_messages(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
-    """OpenInference's messages: `message.role`, `message.content` (or its `message.contents`
-    parts' text) and `message.tool_calls`."""
+        if not key.startswith(prefix):
+            continue
+        index, _, rest = key[len(prefix) :].partition(".")
+        if not index.isdigit():
+            continue
+        message = found.setdefault(int(index), {"parts": {}, "calls": {}})
+        if rest in ("message.role", "message.content"):
+            message[rest] = value
+        elif rest.startswith(_PARTS):
+            part, _, name = rest[len(_PARTS) :].partition(".")
+            if part.isdigit() and name == "message_content.text" and value is not None:
+                message["parts"][int(part)] = value
+        elif rest.startswith(_CALLS):
+            call, _, name = rest[len(_CALLS) :].partition(".")
+            if call.isdigit():
+                message["calls"].setdefault(int(call), {})[name] = value
     out = []
-    for _, fields in sorted(_indexed(attrs, prefix).items()):
-        if "message.content" in fields:
-            texts = [fields["message.content"]]
+    for _, message in sorted(found.items()):
+        if "message.content" in message:
+            texts = [message["message.content"]]
         else:
-            parts = _indexed(fields, "message.contents.")
-            texts = [p["message_content.text"] for _, p in sorted(parts.items())
-                     if p.get("message_content.text") is not None]  # fmt: skip
+            texts = [text for _, text in sorted(message["parts"].items())]
         calls = [
-            _call(
-                c.get("tool_call.id"),
-                c.get("tool_call.function.name"),
-                c.get("tool_call.function.arguments"),
-            )
-            for _, c in sorted(_indexed(fields, "message.tool_calls.").items())
-        ]
-        out.append(_message(fields.get("message.role"), texts, calls))
+            _call(c.get("tool_call.id"), c.get("tool_call.function.name"),
+                  c.get("tool_call.function.arguments"))
+            for _, c in sorted(message["calls"].items())
+        ]  # fmt: skip
+        out.append(_message(message.get("message.role"), texts, calls))
     return out
+
+
+_PARTS, _CALLS = "message.contents.", "message.tool_calls."
 
 
 def _last(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -290,12 +323,19 @@ def _last(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
 # ---------------------------------------------------------------- values
 
 
-def _attributes(pairs: Iterable[Any]) -> dict[str, Any]:
-    """The attributes a run is made of (the others are never converted)."""
+def _attributes(pairs: Iterable[Any], inputs: bool = False) -> dict[str, Any]:
+    """The attributes a run is made of (the others are never converted); a model call's input
+    messages only with `inputs`, and then only those."""
+    if inputs:
+        return {
+            kv.key: _any(kv.value)
+            for kv in pairs
+            if kv.key == GENAI_INPUT or kv.key.startswith(OI_INPUT_MESSAGES)
+        }
     return {
         kv.key: _any(kv.value)
         for kv in pairs
-        if kv.key in _WANTED or kv.key.startswith(_MESSAGE_PREFIXES) or kv.key == SERVICE_VERSION
+        if kv.key in _WANTED or kv.key.startswith(OI_OUTPUT_MESSAGES)
     }
 
 
