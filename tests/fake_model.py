@@ -11,8 +11,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from fake_judge import serving
 
 
 @dataclass
@@ -81,20 +83,11 @@ def _handler(model: FakeModel) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-
 @contextmanager
 def fake_model(calls: list[tuple[str, dict[str, Any]]], answer: str) -> Iterator[FakeModel]:
     """A scripted model serving on a free loopback port while the block runs; its `url` is the
     base URL an OpenAI client takes (`…/v1`)."""
     model = FakeModel(calls, answer)
-    server = _Server(("127.0.0.1", 0), _handler(model))
-    model.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with serving(_handler(model)) as url:
+        model.url = url
         yield model
-    finally:
-        server.shutdown()
-        server.server_close()
