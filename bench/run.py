@@ -46,6 +46,7 @@ from kindgi import demo  # noqa: E402  (the demo's agent and project ids)
 
 sys.path.insert(0, str(ROOT / "tests"))
 from fake_judge import Reply, fake_judge  # noqa: E402  (the tests' stand-in for a model)
+from otlp_spans import agents_sdk_trace, export  # noqa: E402  (an agent's trace, as emitted)
 
 SIZES = (1_000, 100_000, 1_000_000)
 DEEP = 40_000  # how deep the deep page's cursor is, where the set has that many cases
@@ -102,6 +103,13 @@ KINDGI = Path(sys.executable).parent / "kindgi"  # the console script
 JUDGE_DELAY, JUDGE_CONCURRENCY = 0.2, 8  # the stub judge's answer time; calls in flight
 JUDGE_RUN, JUDGE_RATE, JUDGE_SMOKE = 10_000, 2_000, 40  # answer cases graded by the judge
 REDIS = "redis://127.0.0.1:6379/0"
+# OTLP/HTTP traces: 4 exporters, each a process of its own posting exports of 512 spans (64
+# traces of 8, an OpenAI Agents SDK run as OpenInference traces it) as fast as answered, to
+# Kindgi and to the bare parse-and-discard server (bench/otlp_raw_app.py), in turn
+OTLP_EXPORTERS, OTLP_BATCH, OTLP_TRACE = 4, 512, 8
+OTLP_ROUNDS, OTLP_SECONDS = 3, 5  # a round: the raw server, then Kindgi, each this long
+OTLP_STORED = f"OTLP export, stored ({OTLP_EXPORTERS} exporters, {OTLP_BATCH} spans a batch)"
+OTLP_RAW = f"OTLP export, raw parse-and-discard ({OTLP_EXPORTERS} exporters)"
 
 
 def log(message: str) -> None:
@@ -241,9 +249,11 @@ class Server:
         self.base = f"http://127.0.0.1:{self.port}"
         args = ["--workers", str(WORKERS), "--bind", f"127.0.0.1:{self.port}"]
         args += ["--log-level", "warning", "--timeout", "60"]
-        if app == "raw_app:app":
+        if app in ("raw_app:app", "otlp_raw_app:app"):
             args += ["--chdir", str(BENCH)]
-        self.command = f"{shown} gunicorn {' '.join(args)} {app}".replace(str(BENCH), "bench")
+        self.command = f"{shown} gunicorn {' '.join(args)} {app}".replace(
+            str(BENCH), "bench"
+        ).strip()
         self.log = logdir / f"{name}.log"
         with self.log.open("w") as out:
             self.proc = subprocess.Popen(
@@ -758,6 +768,116 @@ def send_batches(url: str, token: str, batches: list[str]) -> tuple[int, int]:
     return sent, errors
 
 
+def otlp_exporter(url: str, token: str | None, seconds: float, start_at: float, seed: int) -> dict:
+    """One exporter: post exports of OTLP_BATCH spans, each of new traces, one after another
+    for `seconds` from `start_at`; the spans acknowledged (200), the failures, and each
+    export's time in ms."""
+    request = export(
+        *[s for n in range(OTLP_BATCH // OTLP_TRACE) for s in agents_sdk_trace(n + 1)],
+        **{"kindgi.agent.id": AGENT, "kindgi.project.id": PROJECT, "service.version": "bench"},
+    )
+    spans = request.resource_spans[0].scope_spans[0].spans
+    http = requests.Session()
+    headers = {"Content-Type": "application/x-protobuf"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    ok = errors = 0
+    took: list[float] = []
+    time.sleep(max(start_at - time.time(), 0))
+    end = time.monotonic() + seconds
+    number = 0
+    while time.monotonic() < end:
+        number += 1
+        for at, span in enumerate(spans):  # new trace ids: each export is of new runs
+            trace = (seed << 64) | (number << 16) | (at // OTLP_TRACE)
+            span.trace_id = trace.to_bytes(16, "big")
+        body = request.SerializeToString()
+        started = time.perf_counter()
+        try:
+            resp = http.post(url, data=body, headers=headers, timeout=60)
+            good = resp.status_code == 200
+        except requests.RequestException:
+            good = False
+        took.append((time.perf_counter() - started) * 1000)
+        ok, errors = (ok + len(spans), errors) if good else (ok, errors + 1)
+    return {"spans": ok, "errors": errors, "took": took}
+
+
+def _stored_spans(db: Database) -> tuple[int, int]:
+    """The spans kept, and the runs whole that traces made: finished (their root came), with
+    an input and an output (their model calls came) and both calls (their tools came)."""
+    statements = (
+        "SELECT count(*) FROM trace_spans",
+        "SELECT count(*) FROM runs WHERE trace_id IS NOT NULL AND status = 'finished' "
+        "AND input IS NOT NULL AND output IS NOT NULL AND json_array_length(calls) = 2",
+    )
+    if db.engine == "sqlite":
+        with sqlite3.connect(db.raw) as conn:
+            return tuple(conn.execute(q).fetchone()[0] for q in statements)
+    import psycopg
+
+    with psycopg.connect(db.raw) as conn:
+        return tuple(conn.execute(q).fetchone()[0] for q in statements)
+
+
+def measure_otlp(target: Target, token: str, args: argparse.Namespace, results: Results) -> None:
+    """OTLP/HTTP traces: OTLP_EXPORTERS processes post exports to the bare parse-and-discard
+    server, then to Kindgi, round after round; spans a second each (acknowledged over the
+    time), each export's p50 and p99, and the spans Kindgi acknowledged but did not keep."""
+    engine, db = target.db.engine, target.db
+    raw = Server("otlp_raw_app:app", {}, "", args.workdir, f"{engine}-otlp-raw")
+    try:
+        raw.wait("/healthz")
+        results.servers.append(raw.command)
+        rounds, seconds = (1, 1) if args.smoke else (OTLP_ROUNDS, OTLP_SECONDS)
+        got: dict[str, list[dict]] = {OTLP_RAW: [], OTLP_STORED: []}
+        before = _stored_spans(db)
+        seed = 0
+        for _ in range(rounds):
+            for what, server, auth in ((OTLP_RAW, raw, None), (OTLP_STORED, target.app, token)):
+                start_at = time.time() + 2  # every exporter's process up first
+                with ProcessPoolExecutor(OTLP_EXPORTERS) as pool:
+                    seeds = range(seed, seed + OTLP_EXPORTERS)
+                    seed += OTLP_EXPORTERS
+                    done = pool.map(otlp_exporter, [f"{server.base}/v1/traces"] * OTLP_EXPORTERS,
+                                    [auth] * OTLP_EXPORTERS, [seconds] * OTLP_EXPORTERS,
+                                    [start_at] * OTLP_EXPORTERS, seeds)  # fmt: skip
+                    got[what] += list(done)
+                acknowledged = sum(r["spans"] for r in got[what][-OTLP_EXPORTERS:])
+                log(f"{engine} {what}: {acknowledged / seconds:,.0f} spans/s")
+        stored = _stored_spans(db)
+    finally:
+        raw.stop()
+    for what, server in ((OTLP_RAW, raw), (OTLP_STORED, target.app)):
+        took = sorted(t for r in got[what] for t in r["took"])
+        spans = sum(r["spans"] for r in got[what])
+        errors = sum(r["errors"] for r in got[what])
+        p50, p99 = (took[int(len(took) * q)] if took else float("nan") for q in (0.5, 0.99))
+        note = f"p50 {p50:.0f} ms, p99 {p99:.0f} ms, {spans:,} spans in {len(took):,} exports"
+        if what == OTLP_STORED:  # every trace acknowledged is a run, whole
+            runs = stored[1] - before[1]
+            lost = max(spans // OTLP_TRACE - runs, 0)
+            note += f", {stored[0] - before[0]:,} spans kept, {runs:,} runs whole, lost {lost}"
+        else:
+            lost = 0
+        shown = f"http://127.0.0.1:$PORT_{server_no(results, server)}/v1/traces"
+        results.figures.append(
+            Figure(
+                engine,
+                what,
+                db.cases,
+                f"{OTLP_EXPORTERS} processes POST protobuf exports of {OTLP_BATCH} spans "
+                f"(bench/run.py otlp_exporter) to {shown}, {rounds} x {seconds} s",
+                value=spans / (rounds * seconds),
+                unit="spans/s",
+                p50_ms=p50,
+                p99_ms=p99,
+                errors=errors + lost,
+                note=note,
+            )
+        )
+
+
 def measure(target: Target, what: str, seconds: int, warmup: int) -> dict[str, Any]:
     """One round of one measure against one size: wrk's results, and the CPU time the server's
     workers spent on it (which other load on the machine moves less than it moves req/s)."""
@@ -939,6 +1059,7 @@ def run_engine(engine: str, args: argparse.Namespace, results: Results) -> None:
             measure_ci(ci_target, creds[ci_target.db.cases]["token"], "jsonl", results)
             for form in ("jsonl", "csv"):
                 measure_export(biggest, token, form, results)
+            measure_otlp(smallest, creds[smallest.db.cases]["token"], args, results)
             for target in targets:
                 results.figures.append(
                     Figure(
@@ -956,6 +1077,50 @@ def run_engine(engine: str, args: argparse.Namespace, results: Results) -> None:
             for db in dbs:
                 with suppress(Exception):
                     db.drop()
+
+
+def run_otlp_only(engine: str, args: argparse.Namespace, results: Results) -> None:
+    """`--only otlp`: the OTLP measures alone, on a demo of the smallest size."""
+    prefix = f"kindgi_bench_otlp_{os.getpid()}"
+    db = Database(engine, args.sizes[0], args.workdir, args.postgres, prefix)
+    creds = build(db, results)
+    env = {"KINDGI_SQLALCHEMY_DATABASE_URI": db.url, "KINDGI_SECRET_KEY": SECRET}
+    app = Server("app:app", env, f"KINDGI_SQLALCHEMY_DATABASE_URI={db.shown}", args.workdir,
+                 f"{engine}-{db.cases}")  # fmt: skip
+    try:
+        with serving([app]):
+            results.servers.append(app.command)
+            app.wait("/v1/openapi.json")
+            measure_otlp(Target(db, app, app), creds["token"], args, results)
+    finally:
+        if not args.keep:
+            db.drop()
+
+
+def otlp_bars(results: Results, engines: list[str]) -> list[Bar]:
+    """The issue's OTLP bars: stored spans/s at least a tenth of the bare server's on SQLite
+    (PostgreSQL's reported), an export's p99 within 500 ms, and no span lost."""
+    ratio, p99, lost = {}, {}, {}
+    for engine in engines:
+        stored = next(
+            (f for f in results.figures if (f.engine, f.what) == (engine, OTLP_STORED)), None
+        )
+        raw = next((f for f in results.figures if (f.engine, f.what) == (engine, OTLP_RAW)), None)
+        if not (stored and raw and raw.value):
+            continue
+        share = stored.value / raw.value
+        ratio[engine] = (
+            f"{share:.3f} ({stored.value:,.0f} ÷ {raw.value:,.0f} spans/s)",
+            share >= 0.10 if engine == "sqlite" else None,
+        )
+        p99[engine] = (f"{stored.p99_ms:.0f} ms (raw {raw.p99_ms:.0f} ms)", stored.p99_ms <= 500)
+        gone = int(re.search(r"lost (\d+)", stored.note).group(1))
+        lost[engine] = (f"{gone} traces ({stored.note})", gone == 0 and not stored.errors)
+    return [
+        Bar("OTLP: spans stored/s ÷ bare parse-and-discard server's", "≥ 0.10 on SQLite", ratio),
+        Bar("OTLP: an export's p99 (512 spans)", "≤ 500 ms", p99),
+        Bar("OTLP: traces acknowledged but not made whole runs, and failed exports", "0", lost),
+    ]
 
 
 # ---------------------------------------------------------------- the bars
@@ -1219,7 +1384,8 @@ def render(results: Results, bars: list[Bar], meta: dict[str, Any]) -> str:
             if f.engine == engine and f.value is not None:
                 number += 1
                 commands.append(f"- **W{number}** `{f.command}`")
-                out.append(f"| {f.what} | {f.cases:,} | {f.value:.1f} {f.unit} | W{number} |")
+                note = f" ({f.note})" if f.note and f.what.startswith("OTLP") else ""
+                out.append(f"| {f.what} | {f.cases:,} | {f.value:.1f} {f.unit}{note} | W{number} |")
         out.append("")
     out += ["## Commands", ""]
     out += [
@@ -1258,6 +1424,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=BENCH / "results.md")
     parser.add_argument("--workdir", type=Path, default=BENCH / "out")
     parser.add_argument("--keep", action="store_true", help="keep the databases")
+    parser.add_argument("--only", choices=["otlp"], help="only these measures (smallest size)")
     args = parser.parse_args(argv)
     # Stopped by SIGTERM or Ctrl-C (even where a shell started it with SIGINT ignored), it still
     # stops its servers and drops its databases on the way out.
@@ -1275,8 +1442,10 @@ def main(argv: list[str] | None = None) -> int:
     log(f"load average {os.getloadavg()}; engines {engines}; sizes {args.sizes}")
     results = Results()
     for engine in engines:
-        run_engine(engine, args, results)
+        (run_otlp_only if args.only == "otlp" else run_engine)(engine, args, results)
     bars = judge(results, engines, args.sizes)
+    if not args.smoke:
+        bars += otlp_bars(results, engines)
     command = "python bench/run.py" + (" --smoke" if args.smoke else "")
     if argv:
         command = "python bench/run.py " + " ".join(argv)

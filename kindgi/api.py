@@ -16,10 +16,10 @@ from flask import (
     url_for,
 )
 
-from . import grading, http, reports, schemas, service
+from . import grading, http, otlp, reports, schemas, service
 from .config import API_PREFIX
 from .database import reading
-from .errors import UnsupportedMediaType, bad_input
+from .errors import BadInput, RequestTooLarge, UnsupportedMediaType, bad_input
 
 bp = Blueprint("api", __name__, url_prefix=API_PREFIX)
 PUBLIC_ENDPOINTS = {"api.openapi"}
@@ -160,6 +160,33 @@ def set_correction_status(agent_id: str, correction_id: str):
     status = body(schemas.CorrectionStatusBody)["status"]
     case = service.set_correction_status(g.caller, agent_id, correction_id, status)
     return jsonify(schemas.dump(schemas.CorrectionOut, case))
+
+
+# ---------------------------------------------------------------- OpenTelemetry traces
+
+
+def _otlp_export() -> Any:
+    """The OTLP export in the body: protobuf or OTLP/JSON, gzip, deflate or plain."""
+    if request.mimetype not in otlp.ENCODINGS:
+        raise UnsupportedMediaType("Send application/x-protobuf or application/json.")
+    limit = current_app.config["OTLP_MAX_BYTES"]
+    try:
+        data = otlp.inflate(request.get_data(), request.headers.get("Content-Encoding"), limit)
+        return otlp.decode(data, request.mimetype)
+    except otlp.UnknownEncoding:
+        raise UnsupportedMediaType("Send the body as it is, gzip or deflate.") from None
+    except otlp.TooLarge:
+        raise RequestTooLarge(details={"maxBytes": limit}) from None
+    except otlp.Unreadable as exc:
+        raise BadInput(str(exc)) from None
+
+
+@bp.post("/traces")
+def export_traces():
+    """OTLP/HTTP's traces endpoint: an exporter's spans, as runs (docs/design.md §10)."""
+    found = service.ingest_traces(g.caller, _otlp_export())
+    body = otlp.answer(found.rejected, found.message, request.mimetype)
+    return Response(body, mimetype=request.mimetype)
 
 
 # ---------------------------------------------------------------- tokens

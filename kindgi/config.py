@@ -36,7 +36,15 @@ DEFAULTS: dict[str, Any] = {
     "METRICS_TOKEN": None,
     "LOG_FORMAT": "text",  # text | json (one JSON object a line)
     "LOG_LEVEL": "INFO",
+    # OTLP/HTTP traces (docs/design.md §10): the largest export once inflated, and how long a
+    # span whose trace names no agent or project yet is held for its root
+    "OTLP_MAX_BYTES": 16 * 1024 * 1024,
+    "OTLP_HOLD_HOURS": 24,
 }
+
+# OTLP/HTTP's traces endpoint: its bodies are protobuf or OTLP/JSON, and its errors
+# `google.rpc.Status` in the request's encoding (kindgi/otlp.py), not the JSON envelope
+OTLP_TRACES_PATH = API_PREFIX + "/traces"
 
 # The probes and the metrics: JSON answers, no session, no sign-in
 OPS_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})

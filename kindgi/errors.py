@@ -13,7 +13,8 @@ from flask import current_app, g, jsonify, render_template, request
 from sqlalchemy.exc import SQLAlchemyError
 from werkzeug.exceptions import HTTPException
 
-from .config import is_api
+from . import otlp
+from .config import OTLP_TRACES_PATH, is_api
 
 
 class DomainError(Exception):
@@ -111,13 +112,19 @@ def bad_input(fields: dict[str, list[str]] | None = None, **details: Any) -> Dom
     return BadInput(details=details or None)
 
 
+def body_limit() -> int:
+    """The largest body this request may have: an OTLP export's own limit, else the app's."""
+    config = current_app.config
+    return config["OTLP_MAX_BYTES" if request.path == OTLP_TRACES_PATH else "MAX_CONTENT_LENGTH"]
+
+
 def from_http(exc: HTTPException) -> DomainError:
     """Werkzeug's own refusals (routing, body limits, CSRF), in the domain's words."""
     if exc.code == 405:
         allowed = ", ".join(sorted(getattr(exc, "valid_methods", None) or []))
         return MethodNotAllowed(headers={"Allow": allowed})
     if exc.code == 413:
-        return RequestTooLarge(details={"maxBytes": current_app.config["MAX_CONTENT_LENGTH"]})
+        return RequestTooLarge(details={"maxBytes": body_limit()})
     if exc.code == 400:
         return BadInput(exc.description if isinstance(exc.description, str) else None)
     plain = {401: Unauthenticated, 403: Forbidden, 404: NotFound, 415: UnsupportedMediaType}
@@ -134,6 +141,10 @@ def render(err: DomainError) -> tuple[Any, int, dict[str, str]]:
         headers.setdefault("WWW-Authenticate", "Bearer")
     if err.status == 503:
         headers.setdefault("Retry-After", "1")
+    if request.path == OTLP_TRACES_PATH:  # as OTLP/HTTP answers: a Status, in the request's form
+        form = otlp.encoding_of(request.mimetype)
+        status = otlp.status(err, g.get("request_id", ""), form)
+        return current_app.response_class(status, mimetype=form), err.status, headers
     if as_json:
         body: dict[str, Any] = {"code": err.code, "message": err.message}
         if err.details:

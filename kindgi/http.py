@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import orjson
-from flask import Flask, Request, Response, current_app, g, request, stream_with_context
+from flask import Flask, Request, Response, g, request, stream_with_context
 from flask.json.provider import DefaultJSONProvider
 from flask.sessions import SecureCookieSessionInterface, SessionMixin
 from werkzeug.exceptions import HTTPException
@@ -31,6 +31,7 @@ from .errors import (
     Internal,
     NotFound,
     RequestTooLarge,
+    body_limit,
     from_http,
     render,
 )
@@ -82,10 +83,12 @@ def claim_idempotency_key(scope: str) -> Response | None:
 
 
 def _enforce_body_limit() -> None:
-    """Refuse a chunked body over the limit: Werkzeug would cut it there silently."""
+    """Refuse a body over the limit; a chunked one too, which Werkzeug would cut there
+    silently."""
+    limit = body_limit()
+    request.max_content_length = limit  # with Content-Length, Werkzeug refuses it itself
     if "chunked" not in request.headers.get("Transfer-Encoding", "").lower():
-        return  # with Content-Length, Werkzeug refuses an over-long body itself
-    limit = current_app.config["MAX_CONTENT_LENGTH"]
+        return
     request.max_content_length = limit + 1
     if len(request.get_data()) > limit:
         raise RequestTooLarge(details={"maxBytes": limit})

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Date,
     DateTime,
@@ -144,8 +145,30 @@ class Run(db.Model):
     erased: Mapped[bool] = mapped_column(Boolean, default=False)
     replay_of: Mapped[str | None] = mapped_column(String(64))
     at: Mapped[datetime] = mapped_column(DateTime)
+    # A run that came as an OpenTelemetry trace (docs/design.md §10): its trace's id (hex), and
+    # the message of its root span's error status
+    trace_id: Mapped[str | None] = mapped_column(String(32))
+    error: Mapped[str | None] = mapped_column(Text)
 
     __table_args__ = (Index("ix_runs_list", "agent_pk", "project_id", "at", "id"),)
+
+
+class TraceSpan(db.Model):
+    """A span of a trace, as its run is made of it (`kindgi.traces.SpanFacts`): a run is
+    assembled again from all of its trace's spans whenever one more comes. `run_id` is the
+    run the trace makes, known before the run exists: a span whose trace names no agent or
+    project yet is held here until its root comes (docs/design.md §10)."""
+
+    __tablename__ = "trace_spans"
+    run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    span_id: Mapped[str] = mapped_column(String(16), primary_key=True)  # hex
+    parent_id: Mapped[str | None] = mapped_column(String(16))
+    start_ns: Mapped[int] = mapped_column(BigInteger)
+    facts: Mapped[str] = mapped_column(Text)  # JSON text, written and read as it is
+    received_at: Mapped[datetime] = mapped_column(DateTime)
+
+    # Held spans past their time are found by when they came
+    __table_args__ = (Index("ix_trace_spans_received", "received_at"),)
 
 
 class Snapshot(db.Model):

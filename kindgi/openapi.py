@@ -338,6 +338,17 @@ OPERATIONS: dict[str, Operation] = {
         schemas.CaseList,
         (),
     ),
+    "api.export_traces": Operation(
+        "tracesExport",
+        "OTLP/HTTP's traces endpoint: an OpenTelemetry exporter's spans, made into runs "
+        "(docs/design.md §10). Protobuf or OTLP/JSON, gzip or deflate; answers and errors "
+        "as OTLP says, in the request's encoding.",
+        None,
+        None,
+        200,
+        None,
+        (413, 415),
+    ),
     "api.export": Operation(
         "agentsTestSetExport",
         "The whole test set, streamed: a JSON line a case (the case as listed, plus its run's "
@@ -381,6 +392,71 @@ def _operation(method: str, path: str, operation: Operation) -> dict[str, Any]:
         op["requestBody"] = {
             "required": method != "post" or body is not schemas.RestoreBody,
             "content": {"application/json": {"schema": body}},
+        }
+    return op
+
+
+_OTLP_MEDIA = ("application/x-protobuf", "application/json")
+_OTLP_REQUEST = {
+    "type": "object",
+    "description": "ExportTraceServiceRequest in OTLP/JSON: protobuf's JSON mapping, but "
+    "trace and span ids in hex.",
+    "properties": {"resourceSpans": {"type": "array", "items": {"type": "object"}}},
+}
+_OTLP_ANSWER = {
+    "type": "object",
+    "description": "ExportTraceServiceResponse; `partialSuccess` when spans were rejected.",
+    "properties": {
+        "partialSuccess": {
+            "type": "object",
+            "properties": {
+                "rejectedSpans": {"type": ["string", "integer"]},
+                "errorMessage": {"type": "string"},
+            },
+        }
+    },
+}
+_OTLP_STATUS = {
+    "type": "object",
+    "description": "google.rpc.Status; its `details` hold an ErrorInfo whose `reason` is the "
+    "error's code (docs/errors.md) and whose `metadata.requestId` is the request's id.",
+    "properties": {
+        "code": {"type": "integer"},
+        "message": {"type": "string"},
+        "details": {"type": "array", "items": {"type": "object"}},
+    },
+}
+
+
+def _in_otlp(op: dict[str, Any]) -> dict[str, Any]:
+    """The traces endpoint's operation as OTLP/HTTP has it: protobuf or OTLP/JSON in, the
+    same out, and every error a `google.rpc.Status` (not the JSON envelope)."""
+
+    def content(schema: dict[str, Any]) -> dict[str, Any]:
+        binary = {"schema": {"type": "string", "format": "binary"}}
+        return {_OTLP_MEDIA[0]: binary, _OTLP_MEDIA[1]: {"schema": schema}}
+
+    op["requestBody"] = {"required": True, "content": content(_OTLP_REQUEST)}
+    op["parameters"].append(
+        {
+            "in": "header",
+            "name": "Content-Encoding",
+            "required": False,
+            "schema": {"type": "string", "enum": ["gzip", "deflate", "identity"]},
+        }
+    )
+    for code, answer in op["responses"].items():
+        if code.startswith("2"):
+            answer["content"] = content(_OTLP_ANSWER)
+            continue
+        headers = {"X-Request-Id": {"schema": {"type": "string"}}}
+        if code in ("429", "503"):
+            headers["Retry-After"] = {"schema": {"type": "string"}}
+        text = ERRORS.get(int(code), "")
+        op["responses"][code] = {
+            "description": text,
+            "headers": headers,
+            "content": content(_OTLP_STATUS),
         }
     return op
 
@@ -438,7 +514,10 @@ def _build(app: Flask) -> dict[str, Any]:
         )
     paths: dict[str, dict[str, Any]] = {}
     for method, path, endpoint in served:
-        paths.setdefault(path, {})[method] = _operation(method, path, OPERATIONS[endpoint])
+        operation = _operation(method, path, OPERATIONS[endpoint])
+        if endpoint == "api.export_traces":
+            operation = _in_otlp(operation)
+        paths.setdefault(path, {})[method] = operation
     for path, operations in paths.items():
         spec.path(path=path, operations=operations)
     return _with_uuid_patterns(spec.to_dict())

@@ -467,6 +467,8 @@ class _Loader:
                 "erased": bool(r.get("erased")),
                 "replay_of": r.get("replayOf"),
                 "at": _time(r["at"], where),
+                "trace_id": None,
+                "error": None,
             }
             self.runs[r["id"]] = row
             yield row

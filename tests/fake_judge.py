@@ -105,17 +105,25 @@ class _Server(ThreadingHTTPServer):
 
 
 @contextmanager
-def fake_judge(script: Callable[[dict[str, Any]], Reply]) -> Iterator[FakeJudge]:
-    """A fake judge serving on a free loopback port while the block runs."""
-    judge = FakeJudge("", script)
-    server = _Server(("127.0.0.1", 0), _handler(judge))
-    judge.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A threaded HTTP server for `handler` on a free loopback port while the block runs: the
+    base URL an OpenAI client takes (`…/v1`). The stand-in model of tests/fake_model.py too."""
+    server = _Server(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        yield judge
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def fake_judge(script: Callable[[dict[str, Any]], Reply]) -> Iterator[FakeJudge]:
+    """A fake judge serving on a free loopback port while the block runs."""
+    judge = FakeJudge("", script)
+    with serving(_handler(judge)) as url:
+        judge.url = url
+        yield judge
 
 
 def scripted(*replies: Reply, then: Reply | None = None) -> Callable[[dict[str, Any]], Reply]:

@@ -37,6 +37,8 @@ MEASURES = (
     "kindgi test-run, jsonl, 4 jobs",
     "kindgi test-run, exec, 4 jobs",
     "peak RSS per worker",
+    "OTLP export, stored",
+    "OTLP export, raw parse-and-discard",
 )
 
 

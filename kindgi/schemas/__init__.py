@@ -621,8 +621,19 @@ class TestSetOut(OmitEmpty):
     frozenVersion = fields.Nested(FrozenVersion)
 
 
+class RunErrorOut(Schema):
+    message = fields.String(required=True)
+
+
+class StoredMessage(fields.Nested):
+    """A message stored as text, answered as `{message}` (a run's error)."""
+
+    def _serialize(self, value: Any, attr: Any, obj: Any, **kwargs: Any) -> Any:
+        return None if value is None else {"message": value}
+
+
 class RunOut(OmitEmpty):
-    OPTIONAL = ("replayOf",)
+    OPTIONAL = ("replayOf", "error")
     id = fields.String(required=True)
     projectId = fields.String(required=True, attribute="project_id", metadata={"format": "uuid"})
     version = fields.String(required=True)
@@ -633,6 +644,10 @@ class RunOut(OmitEmpty):
     erased = fields.Boolean(required=True)
     replayOf = fields.String(attribute="replay_of")
     at = Timestamp(required=True)
+    error = StoredMessage(
+        RunErrorOut,
+        metadata={"description": "Why the run failed: its trace's root span's error status."},
+    )
 
 
 class RunPage(_Page):

@@ -19,6 +19,7 @@ record commit together. Another tenant's things look exactly like things that do
   baseline picked, a test set's runs, a case's history, the overview's last runs
 - `health`: the readiness probe's checks, the judge's queue depth, the metrics' guard
 - `checks`: the database's invariants, recounted (`flask --app app kindgi check`)
+- `traces`: runs from OpenTelemetry traces (OTLP), and the held spans that expire
 """
 
 from .cases import (
@@ -83,6 +84,7 @@ from .test_runs import (
     runner_cases,
     start_test_run,
 )
+from .traces import Ingested, delete_expired_held_spans, ingest_traces
 from .versions import diff_versions, list_versions
 
 __all__ = [
@@ -96,6 +98,7 @@ __all__ = [
     "ComparisonPage",
     "Counts",
     "HistoryRow",
+    "Ingested",
     "Page",
     "Principal",
     "ResultView",
@@ -111,6 +114,7 @@ __all__ = [
     "compare",
     "comparison_page",
     "create_token",
+    "delete_expired_held_spans",
     "diff_versions",
     "expect_of",
     "export_cases",
@@ -120,6 +124,7 @@ __all__ = [
     "get_test_run",
     "hash_password",
     "hash_secret",
+    "ingest_traces",
     "list_cases",
     "list_results",
     "list_runs",

@@ -31,6 +31,7 @@ RUN_COLUMNS = tuple(
         "input",
         "output",
         "calls",
+        "error",
     )
 )
 
