@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 
 from ..database import db
 from ..models import (
@@ -25,6 +25,7 @@ from ..models import (
     Token,
 )
 from ..models import Run as RunRow
+from . import search
 from .counts import TALLY_KEY, recount
 from .test_runs import CASE_OUTCOMES, PART_OUTCOMES
 
@@ -37,6 +38,7 @@ _BY_PREFIX: dict[str, Any] = {
     "tok": Token.id,
 }
 _CHUNK = 500  # ids looked up per query
+_WORDS_CHUNK = 5000  # cases whose words are checked per query
 
 
 def counts() -> list[str]:
@@ -83,6 +85,32 @@ def statuses() -> list[str]:
         .order_by(Case.id)
     )
     return [f"case {case} of kind {kind!r} has status {status!r}" for case, kind, status in wrong]
+
+
+def search_words() -> list[str]:
+    """Every case's words are what `kindgi.words` makes of its expectation and its run's
+    snapshot (`search.document`), and its retire reason's of its retire reason: the database
+    indexes those, never the texts themselves, so a text changed without its words (or words
+    written by another rule) would be found by words it doesn't have. Read a chunk of cases at
+    a time, by id."""
+    columns = (Case.id, Case.expect, Snapshot.input, Snapshot.output, Case.search_text)
+    chunk = (
+        select(*columns, Case.retired_reason, Case.retired_words)
+        .outerjoin(Snapshot, Snapshot.run_id == Case.run_id)
+        .where(Case.id > bindparam("last"))
+        .order_by(Case.id)
+        .limit(_WORDS_CHUNK)
+    )
+    breaches, last = [], ""
+    while rows := db.session.execute(chunk, {"last": last}).all():
+        for case_id, expect, input_, output, said, reason, reason_said in rows:
+            made = search.document(search.expect_words(expect), search.run_words(input_, output))
+            if said != made:
+                breaches.append(f"case {case_id}: its words are not its expectation's and run's")
+            if reason_said != search.reason_words(reason):
+                breaches.append(f"case {case_id}: its retire reason's words are not the reason's")
+        last = rows[-1][0]
+    return breaches
 
 
 def idempotency_answers() -> list[str]:
@@ -170,6 +198,7 @@ RULES: dict[str, Callable[[], list[str]]] = {
     "counts": counts,
     "snapshots": snapshots,
     "correction statuses": statuses,
+    "search words": search_words,
     "idempotency answers": idempotency_answers,
     "test run tallies": run_tallies,
 }
