@@ -2,7 +2,7 @@
 
 A case's words are written once, when the case is made (`document`): its expectation's (what
 it should say, why, the tools it names, its items' keys) and its run's input and output as the
-snapshot keeps them, each word once, plus one marker word per tool it names and per part it
+snapshot keeps them, each part's once, plus one marker word per tool it names and per part it
 has, so the `tool` and `part` filters are exact lookups in the same index. Neither an
 expectation nor a snapshot changes afterwards; the retire reason, which does, has its words
 (`reason_words`) written beside it wherever it is. The words are cut by the app (`kindgi.words`),
@@ -70,25 +70,28 @@ def tools_of(expect: dict[str, Any]) -> list[str]:
     )
 
 
-def expect_words(expect: dict[str, Any]) -> list[str]:
-    """The words of what an expectation says, with the markers of its tools and parts."""
+def expect_words(expect: dict[str, Any]) -> str:
+    """The words of what an expectation says, with the markers of its tools and parts, each
+    once, separated by a space."""
     answer = expect.get("answer") or {}
     tools = tools_of(expect)
     texts = [answer.get("shouldSay") or "", answer.get("why") or "", *tools]
     texts += [item["key"] for item in expect.get("items") or []]
     markers = [tool_marker(t) for t in tools] + [part_marker(p) for p in PARTS if p in expect]
-    return distinct([*texts, *markers])
+    return " ".join(distinct([*texts, *markers]))
 
 
-def run_words(input_: Any, output: Any) -> list[str]:
-    """The words of what a run said: the text in its snapshot's input and output."""
-    return distinct([*_strings(input_), *_strings(output)])
+def run_words(input_: Any, output: Any) -> str:
+    """The words of what a run said, the text in its snapshot's input and output, each once,
+    separated by a space."""
+    return " ".join(distinct([*_strings(input_), *_strings(output)]))
 
 
-def document(expect_part: list[str], run_part: list[str]) -> str:
-    """A case's words (without the retire reason's), each once, as the column stores them:
-    separated by a space, at most MAX_DOCUMENT_CHARS (the words past that left out)."""
-    text = " ".join(dict.fromkeys([*expect_part, *run_part]))
+def document(expect_part: str, run_part: str) -> str:
+    """A case's words (without the retire reason's) as the column stores them: its
+    expectation's, then its run's (each part's words once; made once for many cases in a bulk
+    load), at most MAX_DOCUMENT_CHARS (the words past that left out)."""
+    text = f"{expect_part} {run_part}".strip()
     if len(text) > MAX_DOCUMENT_CHARS:
         text = text[: text.rfind(" ", 0, MAX_DOCUMENT_CHARS + 1)]
     return text

@@ -4,10 +4,11 @@ database's index takes them as they are.
 0006 indexed a case's text as each database cut it: SQLite's FTS5 `unicode61` tokenizer, and
 PostgreSQL's text search parser, which keeps `wombat@acme.test`, URLs and paths whole and drops
 `<refund>` as a tag; so the two found different cases. Now `cases.search_text` holds the case's
-words (each once, separated by a space) and the new `cases.retired_words` its retire reason's;
-SQLite indexes them in an FTS5 table whose `ascii` tokenizer splits only at ASCII spaces and
-punctuation (a word has none), and PostgreSQL in a generated `tsvector` of the words themselves
-(`array_to_tsvector`), with a GIN index. Every case's words are written here.
+words (its expectation's, then its run's, each part's once, separated by a space) and the new
+`cases.retired_words` its retire reason's; SQLite indexes them in an FTS5 table whose `ascii`
+tokenizer splits only at ASCII spaces and punctuation (a word has none), and PostgreSQL in a
+generated `tsvector` of the words themselves (`array_to_tsvector`), with a GIN index. Every
+case's words are written here.
 
 Down, 0006's index comes back, over the words (the texts 0006 wrote are not kept).
 
