@@ -20,6 +20,7 @@ from functools import lru_cache
 MAX_WORD_CHARS = 200  # at most 800 bytes: PostgreSQL refuses a lexeme over 2,047
 
 _WORD = re.compile(rf"[^\W_]{{1,{MAX_WORD_CHARS}}}")
+_WORDS = re.compile(rf"(?:{_WORD.pattern}(?: {_WORD.pattern})*)?")  # words, a space between
 
 
 def _marks(codes: Iterable[int]) -> list[int]:
@@ -59,6 +60,12 @@ def fold(text: str) -> str:
 def words(text: str) -> list[str]:
     """The words of a text, in order, repeats kept."""
     return _WORD.findall(fold(text))
+
+
+def are_words(text: str) -> bool:
+    """Whether a text is words as `words` cuts them, a space between each: one that cutting
+    again leaves as it is."""
+    return _WORDS.fullmatch(text) is not None and fold(text) == text
 
 
 def distinct(texts: Iterable[str]) -> list[str]:

@@ -78,9 +78,9 @@ BREACHES = {
         "UPDATE cases SET status = 'open' WHERE id = 'cor-1'",
         "counts: 1 breaches",
     ),
-    "a case's words written behind the search's back": (
-        "UPDATE cases SET search_text = 'lease clause' WHERE id = :case",
-        "its words are not its expectation's and run's",
+    "a case's text stored as its words, as 0006 stored it": (
+        "UPDATE cases SET search_text = 'Draft a lease clause.' WHERE id = :case",
+        "its words are not in the search's form",
     ),
     "a retire reason changed without its words": (
         "UPDATE cases SET retired_reason = 'another reason' WHERE id = 'case-1'",

@@ -8,7 +8,7 @@ import unicodedata
 
 import pytest
 
-from kindgi.words import MAX_WORD_CHARS, fold, spans, words
+from kindgi.words import MAX_WORD_CHARS, are_words, fold, spans, words
 
 EVERY_CHARACTER = "".join(
     chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF
@@ -66,6 +66,28 @@ def test_cutting_the_words_again_gives_the_same_words_for_every_character():
     words, a search cuts what it is given)."""
     once = words(" ".join(EVERY_CHARACTER))
     assert words(" ".join(once)) == once
+
+
+def test_folding_twice_is_folding_once():
+    assert fold(fold(EVERY_CHARACTER)) == fold(EVERY_CHARACTER)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("", True),
+        ("cafe wombat 2026 σισυφοσ 退款政策", True),
+        ("café", False),  # not folded
+        ("Wombat", False),
+        ("wombat  policy", False),  # two spaces
+        (" wombat", False),
+        ("wombat@acme", False),
+        ("a" * (MAX_WORD_CHARS + 1), False),  # two words, no space
+    ],
+)
+def test_words_as_stored_are_those_that_cutting_again_leaves_alone(text, said):
+    assert are_words(text) is said
+    assert are_words(text) is (" ".join(words(text)) == text)
 
 
 @pytest.mark.parametrize(
