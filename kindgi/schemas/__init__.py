@@ -377,7 +377,9 @@ class CasesQuery(PageQuery):
         metadata={
             "description": "Words to find, each as a whole word, in any case and with or "
             "without accents: in what the case expects (shouldSay, why, tools, item keys, the "
-            "retire reason) and in its run's input and output. Every word must match."
+            "retire reason) and in its run's input and output. Every word must match. A word "
+            "is a run of letters and digits: anything else (punctuation, symbols, spaces) "
+            "separates words."
         }
     )
     tool = fields.String(
