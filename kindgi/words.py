@@ -20,6 +20,7 @@ from functools import lru_cache
 MAX_WORD_CHARS = 200  # at most 800 bytes: PostgreSQL refuses a lexeme over 2,047
 
 _WORD = re.compile(rf"[^\W_]{{1,{MAX_WORD_CHARS}}}")
+_ASCII_WORD = re.compile(rf"[a-z0-9]{{1,{MAX_WORD_CHARS}}}")  # the same in folded ASCII, quicker
 _WORDS = re.compile(rf"(?:{_WORD.pattern}(?: {_WORD.pattern})*)?")  # words, a space between
 
 
@@ -59,6 +60,8 @@ def fold(text: str) -> str:
 
 def words(text: str) -> list[str]:
     """The words of a text, in order, repeats kept."""
+    if text.isascii():
+        return _ASCII_WORD.findall(text.lower())
     return _WORD.findall(fold(text))
 
 
@@ -69,8 +72,9 @@ def are_words(text: str) -> bool:
 
 
 def distinct(texts: Iterable[str]) -> list[str]:
-    """The words of several texts, each once, in the order first found."""
-    return list(dict.fromkeys(w for text in texts for w in words(text)))
+    """The words of several texts, each once, in the order first found (cut as one text: a
+    space between two cuts nothing but them, and is quicker than cutting each)."""
+    return list(dict.fromkeys(words(" ".join(texts))))
 
 
 @lru_cache(maxsize=4096)
@@ -83,7 +87,7 @@ def spans(text: str) -> Iterator[tuple[int, int, str]]:
     `words`, as folding is character by character. A character folded into two words (`½`) is
     in the span of each."""
     if text.isascii():
-        for found in _WORD.finditer(text.lower()):
+        for found in _ASCII_WORD.finditer(text.lower()):
             yield found.start(), found.end(), found.group()
         return
     pieces = [_folded_char(ch) for ch in text]
