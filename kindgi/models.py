@@ -205,9 +205,11 @@ class Case(db.Model):
     retired_by_kind: Mapped[str | None] = mapped_column(String(8))
     retired_by_id: Mapped[str | None] = mapped_column(String(64))
     retired_at: Mapped[datetime | None] = mapped_column(DateTime)
-    # What the case is searched by, written once when it is made (`service.search.document`);
-    # the database indexes it with the retire reason (FTS5 on SQLite, `search` on PostgreSQL).
+    # The words the case is searched by, written once when it is made (`service.search.document`),
+    # and its retire reason's, written with it (`service.search.reason_words`): the database
+    # indexes both (FTS5 on SQLite, `search` on PostgreSQL).
     search_text: Mapped[str | None] = mapped_column(Text, deferred=True)
+    retired_words: Mapped[str | None] = mapped_column(Text, deferred=True)
 
     __table_args__ = (Index("ix_cases_list", "agent_pk", "project_id", "added_at", "id"),)
 
@@ -429,7 +431,7 @@ class JudgeQuestion(db.Model):
 
 def modelled(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
     """Alembic's `include_object`: leave out what the search index adds beside the models (see
-    migration 0006), SQLite's FTS5 table and PostgreSQL's generated column, which no model
+    migration 0008), SQLite's FTS5 table and PostgreSQL's generated column, which no model
     describes."""
     if type_ == "table":
         return not str(name).startswith("case_search")

@@ -29,7 +29,7 @@ from jsonpointer import JsonPointerException, resolve_pointer
 
 from . import case_form, http, reports, schemas, service, views
 from .errors import BadInput, DomainError, TooManyAttempts, bad_input
-from .service import search
+from .words import words
 
 bp = Blueprint("pages", __name__)
 
@@ -161,7 +161,7 @@ def cases(agent_id: str):
         "include": args.get("include", ""),
         "search": {name: request.args.get(name, "") for name in SEARCH_FIELDS},
         "parts": args.get("part", []),
-        "words": {search.folded(w) for w in search.words_of(args.get("q", ""))},
+        "words": set(words(args.get("q", ""))),
         "page": view.page,
         "counts": view.counts,
         "tools": view.tools,

@@ -16,7 +16,7 @@ from flask import request, url_for
 from markupsafe import Markup, escape
 
 from .schemas import rfc3339
-from .service import search
+from .words import spans
 
 TRUNCATE_AT, LEEWAY, ELLIPSIS = 60, 5, "..."  # as Jinja's truncate(60) cuts a quote
 
@@ -71,10 +71,10 @@ def highlighted(value: Any, words: set[str]) -> Markup:
     if not words:
         return escape(plain)
     out, at = [], 0
-    for found in search.WORD_RE.finditer(plain):
-        if search.folded(found.group()) in words:
-            out += [escape(plain[at : found.start()]), Markup("<mark>%s</mark>") % found.group()]
-            at = found.end()
+    for start, end, word in spans(plain):
+        if word in words and start >= at:
+            out += [escape(plain[at:start]), Markup("<mark>%s</mark>") % plain[start:end]]
+            at = end
     out.append(escape(plain[at:]))
     return Markup("").join(out)
 

@@ -273,7 +273,7 @@ class _Loader:
         return expect
 
     def search_text(self, expect: dict[str, Any], run: dict[str, Any]) -> str:
-        """A case's searched text, its expectation's and its run's words each made once."""
+        """A case's words, its expectation's and its run's each cut once."""
         said = self.expect_words.get(id(expect))
         if said is None or said[0] is not expect:
             said = self.expect_words[id(expect)] = (expect, search.expect_words(expect))
@@ -499,6 +499,7 @@ class _Loader:
             "status": None,
             "group_id": None,
             "retired_reason": None,
+            "retired_words": None,
             "retired_by_kind": None,
             "retired_by_id": None,
             "retired_at": None,
@@ -510,6 +511,7 @@ class _Loader:
             by_kind, _ = self.principal(retired["by"], f"{where}.retired")
             row.update(
                 retired_reason=retired["reason"],
+                retired_words=search.reason_words(retired["reason"]),
                 retired_by_kind=by_kind,
                 retired_by_id=retired["by"],
                 retired_at=_time(retired["at"], where),

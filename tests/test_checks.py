@@ -47,8 +47,8 @@ def corrupt(app, statement: str, **params) -> None:
 def test_a_clean_world_passes_every_rule(app, busy_world):
     result = check(app)
     assert result.exit_code == 0, result.output
-    for rule in ("counts", "snapshots", "correction statuses", "idempotency answers",
-                 "test run tallies"):  # fmt: skip
+    for rule in ("counts", "snapshots", "correction statuses", "search words",
+                 "idempotency answers", "test run tallies"):  # fmt: skip
         assert f"{rule}: ok" in result.output
 
 
@@ -77,6 +77,14 @@ BREACHES = {
     "a correction back in the set without its count": (
         "UPDATE cases SET status = 'open' WHERE id = 'cor-1'",
         "counts: 1 breaches",
+    ),
+    "a case's text stored as its words, as 0006 stored it": (
+        "UPDATE cases SET search_text = 'Draft a lease clause.' WHERE id = :case",
+        "its words are not in the search's form",
+    ),
+    "a retire reason changed without its words": (
+        "UPDATE cases SET retired_reason = 'another reason' WHERE id = 'case-1'",
+        "case case-1: its retire reason's words are not the reason's",
     ),
     "a key's answer whose case is gone": (
         "UPDATE idempotency_keys SET body = REPLACE(body, :case, 'case-gone') "

@@ -10,13 +10,13 @@ cases that speak of refunds (`more_cases`).
 from __future__ import annotations
 
 import json
-import unicodedata
+import string
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from conftest import AGENT, P1, PG, ok, refused
+from conftest import AGENT, MULTI, P1, P3, PG, app_on, ok, refused
 from databases import ENGINE
 from flask_migrate import downgrade, upgrade
 from sqlalchemy import event, select, text
@@ -24,9 +24,9 @@ from sqlalchemy import event, select, text
 from kindgi import world
 from kindgi.database import db
 from kindgi.models import Case
-from kindgi.schemas import WORD_RE
 from kindgi.service import search
 from kindgi.service.common import dialect
+from kindgi.words import words
 
 T0 = datetime(2026, 12, 1, 12, 0, 0)
 H1_BODY = {
@@ -194,6 +194,7 @@ BAD = [
     ("q", ""),
     ("q", "x" * 201),
     ("q", "?! -- ..."),
+    ("q", "€ — © 👍\ufe0f \u0301"),  # symbols, a dash, an emoji, a mark alone: no word
     ("tool", ""),
     ("tool", "t" * 201),
     ("part", "decisions,bogus"),
@@ -216,40 +217,176 @@ def test_each_bad_value_is_refused_naming_it(api, unchanged, name, value):
     assert list(err["details"]["fields"]) == [name]
 
 
+# ---------------------------------------------------------------- the same words on both engines
+
+# 33 words, each followed by one of ASCII's 32 punctuation characters
+NATO = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+    "quebec",
+    "romeo",
+    "sierra",
+    "tango",
+    "uniform",
+    "victor",
+    "whiskey",
+    "xray",
+    "yankee",
+    "zulu",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+]
+PUNCTUATION = "".join(a + b for a, b in zip(NATO, string.punctuation + " ", strict=True))
+MAIL = (
+    "write to wombat@acme.test, see https://kb.acme.test/wombat-policy, /srv/wombat and "
+    "wombat.rules"
+)
+TEXTS = {  # each a hand case's `why`, in acme.multi's project P3 (where nothing else is)
+    "mail": MAIL,
+    "refund": "Offer the refund",
+    "punctuation": PUNCTUATION,
+    "accents": "Le café CRÈME, naïve Ærø: Straße, \u212bngström, ﬁnal",
+    "digits": "Order 4711 costs 12,50 € on 2026-12-02 (v2.3.1), 3rd try, x²",
+    "scripts": "退款政策、请查看。返金ポリシー 환불 Возврат средств استرداد Επιστροφή ΣΊΣΥΦΟΣ",
+    "apostrophes": "Don't refund the customer's order; l\u2019été, O'Brien",
+    "hyphens": "a well-known e-mail, re\u2010sent and non\u2011breaking",
+    "code": "send_email(to=x); fetch_clause -> kgi::Lookup",
+    "snapshot": "Seen in the run",  # its run's output says MAIL
+}
+BOTH = {"mail", "snapshot"}
+REFUNDS = {"refund", "apostrophes"}
+SEARCHES = [  # what a search finds, by the texts above: the same on either engine
+    # issue 27: an address, a URL, a path and a dotted name are words like any others
+    *((q, BOTH) for q in ("wombat", "policy", "rules", "srv", "acme", "test", "https", "kb")),
+    *((q, BOTH) for q in ("wombat@acme.test", "https://kb.acme.test/wombat-policy")),
+    *((q, BOTH) for q in ("/srv/wombat", "wombat.rules", "WOMBAT-Policy", "kb.acme")),
+    ("seen", {"snapshot"}),
+    # punctuation around a word is no syntax of either engine's: the word is found
+    *((q, REFUNDS) for q in ("~refund", "<refund>", "/refund", "'refund'", '"refund"', "refund:*")),
+    *(
+        (q, REFUNDS)
+        for q in ("(refund)!", "-refund", "+refund", "#refund;", "\\refund", "[refund]")
+    ),
+    *((q, REFUNDS) for q in ("{refund}", "`refund`", "^refund$", "%refund|", "@refund", "refund.")),
+    *((q, REFUNDS) for q in ("_refund_", "refund?", "refund=", "refund,", "!refund&", "*refund")),
+    ("refund OR offer", set()),  # every word, "or" too (FTS5's OR is a word here)
+    ("refund & !offer", {"refund"}),  # and tsquery's operators are not syntax either
+    ("NOT offer", set()),
+    ("refund offer", {"refund"}),
+    ("refund customer", {"apostrophes"}),
+    *((q, {"punctuation"}) for q in NATO),
+    *(
+        (a + b + c, {"punctuation"})
+        for a, b, c in zip(NATO[:-1], string.punctuation, NATO[1:], strict=True)
+    ),
+    ("alphabravo", set()),
+    # accents, case and compatibility forms fold; letters of their own don't
+    *((q, {"accents"}) for q in ("cafe", "CAFÉ", "cafe\u0301", "crème", "NAIVE", "naïve")),
+    *((q, {"accents"}) for q in ("strasse", "STRASSE", "straße", "angstrom", "Ångström")),
+    *((q, {"accents"}) for q in ("final", "ﬁnal", "ærø", "ÆRØ")),
+    ("aero", set()),
+    # digits are words, whole
+    *((q, {"digits"}) for q in ("4711", "12", "50", "12,50", "2026-12-02", "v2.3.1", "v2")),
+    *((q, {"digits"}) for q in ("3rd", "x2", "x²", "1", "02")),
+    ("2", set()),
+    ("471", set()),
+    ("1250", set()),
+    # other scripts: a run of letters is a word, case folded
+    *((q, {"scripts"}) for q in ("退款政策", "请查看", "返金ポリシー", "환불", "возврат")),
+    *(
+        (q, {"scripts"})
+        for q in ("возврат".upper(), "средств", "استرداد", "επιστροφη", "ΕΠΙΣΤΡΟΦΉ")
+    ),
+    ("σίσυφος", {"scripts"}),  # its final sigma and the capital's sigma are one letter
+    ("退款", set()),  # part of a run is not a word
+    # apostrophes and hyphens cut words
+    *((q, {"apostrophes"}) for q in ("don't", "don", "t", "customer's", "customer", "ete")),
+    *((q, {"apostrophes"}) for q in ("l'été", "O'Brien", "o\u2019brien", "brien")),
+    ("dont", set()),
+    ("customers", set()),
+    ("obrien", set()),
+    *((q, {"hyphens"}) for q in ("well-known", "known", "e-mail", "mail", "re-sent", "sent")),
+    *((q, {"hyphens"}) for q in ("non-breaking", "breaking", "re\u2010sent")),
+    ("wellknown", set()),
+    ("email", {"code"}),
+    *((q, {"code"}) for q in ("send_email", "send", "fetch_clause", "kgi::lookup", "Lookup")),
+]
+
+
+@pytest.fixture
+def texts(api) -> dict[str, str]:
+    """A hand case for each of TEXTS, in P3: made through the API, as a user makes them."""
+    made = {}
+    for name, said in TEXTS.items():
+        run = {"projectId": P3, "version": "2.0.0", "status": "finished"}
+        if name == "snapshot":
+            run["output"] = {"answer": MAIL}
+        run_id = ok(api.post(f"/v1/agents/{MULTI}/runs", json=run), 201)["id"]
+        body = {"runId": run_id, "answer": "right", "why": said}
+        made[ok(api.post(f"/v1/agents/{MULTI}/test-set/cases", body), 201)["id"]] = name
+    return made
+
+
+def test_both_engines_cut_the_same_words_from_any_text(api, texts, how):
+    """docs/design.md §4.1: a search finds the same cases on SQLite and PostgreSQL, whatever
+    the text's punctuation, script, case or accents (issue 27: PostgreSQL's parser kept an
+    address, a URL and a path whole, and found nothing for `~refund`, `<refund>`, `/refund`)."""
+    for q, expected in SEARCHES:
+        said = {texts[case_id] for case_id in found(api, agent=MULTI, project=P3, q=q)}
+        assert said == expected, q
+
+
 # ---------------------------------------------------------------- the index stays exact
-
-
-def _folded(text_: str) -> set[str]:
-    plain = unicodedata.normalize("NFKD", text_)
-    plain = "".join(ch for ch in plain if not unicodedata.combining(ch))
-    return {w.casefold() for w in WORD_RE.findall(plain)}
 
 
 def assert_index_exact(app) -> None:
     """For every word of every case (and one of none), the index finds exactly the cases whose
-    text or retire reason has it; and each case's text is what `search.document` makes of its
-    expectation and snapshot now."""
+    words or retire reason's words have it; and each case's words are what `search.document`
+    makes of its expectation and snapshot now, its retire reason's what `kindgi.words` makes of
+    it."""
     with app.app_context():
         rows = db.session.execute(
             text(
-                "SELECT cases.id, cases.search_text, cases.retired_reason, cases.expect, "
-                "snapshots.input, snapshots.output FROM cases "
+                "SELECT cases.id, cases.search_text, cases.retired_reason, cases.retired_words, "
+                "cases.expect, snapshots.input, snapshots.output FROM cases "
                 "JOIN snapshots ON snapshots.run_id = cases.run_id"
             )
         ).all()
         docs = {}
-        for case_id, said, reason, expect, input_, output in rows:
+        for case_id, said, reason, reason_said, expect, input_, output in rows:
             expect, input_, output = (
                 json.loads(v) if isinstance(v, str) else v for v in (expect, input_, output)
             )
             made = search.document(search.expect_words(expect), search.run_words(input_, output))
             assert said == made, case_id
-            docs[case_id] = _folded(f"{said} {reason or ''}")
+            assert reason_said == (
+                None if reason is None else " ".join(dict.fromkeys(words(reason)))
+            )
+            docs[case_id] = set(said.split()) | set(words(reason or ""))
         name = dialect()
-        query = select(Case.id).where(search.condition(name, True, False, None))
+        query = select(Case.id).where(search.condition(name, None))
         for word in set().union(*docs.values()) | {"nowhere"}:
             hits = set(db.session.scalars(query, search.parameters(name, word, [], [])))
-            assert hits == {case_id for case_id, words in docs.items() if word in words}, word
+            assert hits == {case_id for case_id, said in docs.items() if word in said}, word
 
 
 def test_the_loaded_world_is_indexed_exactly(app):
@@ -272,6 +409,21 @@ def test_every_kind_of_write_keeps_the_index_exact(app, api, more_cases):
     ok(api.patch(f"/v1/agents/{AGENT}/corrections/{c1}", {"status": "open"}, as_="writer"))
     assert found(api, q="refund") == [c1, h1]
     assert_index_exact(app)
+    bulk = {"projectId": P1, "caseIds": [h1, c1]}
+    reason = {"reason": "See wombat.rules/policy"}
+    ok(api.post(f"/v1/agents/{AGENT}/test-set/cases/retire", {**bulk, **reason}, as_="publisher"))
+    assert found(api, q="wombat", include="retired") == [c1, h1]
+    assert_index_exact(app)
+    ok(api.post(f"/v1/agents/{AGENT}/test-set/cases/restore", bulk, as_="publisher"))
+    assert found(api, q="wombat", include="retired") == []
+    assert_index_exact(app)
+
+
+def test_the_demos_bulk_load_is_indexed_exactly(databases):
+    with app_on(databases, databases.empty()) as app:
+        loaded = app.test_cli_runner().invoke(args=["kindgi", "demo", "--cases", "300", "--json"])
+        assert loaded.exit_code == 0, loaded.output
+        assert_index_exact(app)
 
 
 def test_the_migration_indexes_the_cases_already_stored(app):
@@ -282,6 +434,23 @@ def test_the_migration_indexes_the_cases_already_stored(app):
     with app.test_client() as client:
         resp = client.get(cases_url(q="lease"), headers={"Authorization": "Bearer kgi_admin"})
         assert [c["id"] for c in ok(resp)["data"]] == ["cor-1"]
+
+
+def test_migration_0008_cuts_the_words_of_the_cases_already_stored(app):
+    """Cases stored before 0008 had their text as each database cut it (0006): 0008 writes
+    every case's words and its retire reason's, and indexes them."""
+    with app.app_context():
+        downgrade(revision="0007")
+        db.session.execute(text("UPDATE cases SET search_text = 'Texts cut by the database'"))
+        db.session.commit()
+        upgrade()
+    assert_index_exact(app)
+    with app.test_client() as client:
+        for q, ids in (("lease", ["case-1", "cor-1"]), ("DUPLICATE!", ["case-1"]), ("cut", [])):
+            resp = client.get(
+                cases_url(q=q, include="retired"), headers={"Authorization": "Bearer kgi_admin"}
+            )
+            assert [c["id"] for c in ok(resp)["data"]] == ids, q
 
 
 @pytest.mark.skipif(ENGINE != "postgresql", reason="PostgreSQL's planner statistics")
@@ -310,7 +479,8 @@ def test_postgresql_knows_a_common_word_from_its_statistics_without_counting_it(
             ways = {}
             for word in ("escalate", "nowhere"):
                 search._ways.clear()
-                ways[word] = search.strategy("postgresql", True, False, {"search_q": word})
+                params = search.parameters("postgresql", word, [], [])
+                ways[word] = search.strategy("postgresql", params)
         finally:
             event.remove(db.engine, "before_cursor_execute", listen)
     assert ways == {"escalate": search.WALK, "nowhere": search.DRIVE}

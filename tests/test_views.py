@@ -79,6 +79,18 @@ def test_a_row_escapes_everything_stored_and_marks_the_words_searched():
     assert 'aria-label="Select case-&lt;img' in html
 
 
+def test_the_words_searched_are_marked_as_the_search_cuts_them():
+    """docs/design.md §4.1: a word is marked where the search finds it, inside an address or a
+    path, in any case, with or without accents, written precomposed or not."""
+    text = "Write to wombat@acme.test, /srv/wombat: CAFÉ, e\u0301cole, x² & <refund>"
+    marked = views.highlighted(text, {"wombat", "srv", "cafe", "ecole", "x2", "refund"})
+    assert marked == (
+        "Write to <mark>wombat</mark>@acme.test, /<mark>srv</mark>/<mark>wombat</mark>: "
+        "<mark>CAFÉ</mark>, <mark>e\u0301cole</mark>, <mark>x²</mark> &amp; "
+        "&lt;<mark>refund</mark>&gt;"
+    )
+
+
 def test_a_row_says_what_the_case_is_and_offers_a_box_only_to_who_may_publish():
     shown = views.case_row(row(), "/agents/a/test-set/cases/", set(), True)
     assert '<a href="/agents/a/test-set/cases/case-1">case-1</a>' in shown

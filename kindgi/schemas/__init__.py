@@ -35,6 +35,7 @@ from sqlalchemy.engine import Row
 from ..errors import bad_input
 from ..grading import PARTS
 from ..models import CORRECTION_STATUSES
+from ..words import words
 
 UUID_RE = re.compile(
     r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
@@ -43,7 +44,6 @@ KIND_RE = re.compile(r"^(correction|hand)(,(correction|hand))*$")
 MAX_ARGS_JSON_CHARS = 4000
 VERDICTS = ("right", "wrong")
 MAX_SEARCH_CHARS = 200
-WORD_RE = re.compile(r"[^\W_]+")  # a word, as the search indexes cut text, about
 
 
 # ---------------------------------------------------------------- fields
@@ -363,7 +363,7 @@ class SearchText(fields.String):
         text = super()._deserialize(value, attr, data, **kwargs).strip()
         if not 1 <= len(text) <= MAX_SEARCH_CHARS:
             raise ValidationError(f"1 to {MAX_SEARCH_CHARS} characters.")
-        if "\x00" in text or not WORD_RE.search(text):
+        if "\x00" in text or not words(text):
             raise ValidationError("Give at least one word to search for.")
         return text
 
@@ -377,7 +377,9 @@ class CasesQuery(PageQuery):
         metadata={
             "description": "Words to find, each as a whole word, in any case and with or "
             "without accents: in what the case expects (shouldSay, why, tools, item keys, the "
-            "retire reason) and in its run's input and output. Every word must match."
+            "retire reason) and in its run's input and output. Every word must match. A word "
+            "is a run of letters and digits: anything else (punctuation, symbols, spaces) "
+            "separates words."
         }
     )
     tool = fields.String(

@@ -104,9 +104,8 @@ def _filtered(
         query = query.where(Case.retired_at.is_(None))
     if one_kind:
         query = query.where(Case.kind == bindparam("kind"))
-    words, markers = "q" in given, bool(given & {"tool", "part"})
-    if words or markers:
-        query = query.where(search.condition(dialect_name, words, markers, how))
+    if given & {"q", "tool", "part"}:
+        query = query.where(search.condition(dialect_name, how))
     if "expert" in given:
         query = query.where(Case.expert == bindparam("expert"))
     if "added_by" in given:
@@ -153,12 +152,11 @@ def _filters(
     params = {"agent_pk": agent.pk, "project_id": project_id, "kind": kinds[0], **given}
     name = dialect()
     how = None
-    words, markers = "q" in given, "tool" in given or "part" in given
-    if words or markers:
+    if given.keys() & {"q", "tool", "part"}:
         params.update(
             search.parameters(name, given.get("q"), _listed(given, "tool"), _listed(given, "part"))
         )
-        how = search.strategy(name, words, markers, params)
+        how = search.strategy(name, params)
     return _Filters(
         params, binding, (name, include == "retired", len(kinds) == 1, frozenset(given), how)
     )
@@ -320,9 +318,10 @@ def restore_case(caller: Principal, agent_id: str, case_id: str) -> Case:
 
 
 def _retire(cases: list[Case], caller: Principal, reason: str) -> None:
-    by, now = caller.actor, clock()
+    by, now, said = caller.actor, clock(), search.reason_words(reason)
     for case in cases:
         case.retired_reason, case.retired_by_kind, case.retired_by_id = reason, by["kind"], by["id"]
+        case.retired_words = said  # searched by, with the case's own words
         case.retired_at = case.updated_at = now
     tally_retirements(cases, retiring=True)
     db.session.flush()
@@ -332,6 +331,7 @@ def _restore(cases: list[Case]) -> None:
     now = clock()
     for case in cases:
         case.retired_reason = case.retired_by_kind = case.retired_by_id = case.retired_at = None
+        case.retired_words = None
         case.updated_at = now
     tally_retirements(cases, retiring=False)
     db.session.flush()

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 
 from ..database import db
 from ..models import (
@@ -25,6 +25,8 @@ from ..models import (
     Token,
 )
 from ..models import Run as RunRow
+from ..words import are_words
+from . import search
 from .counts import TALLY_KEY, recount
 from .test_runs import CASE_OUTCOMES, PART_OUTCOMES
 
@@ -37,6 +39,7 @@ _BY_PREFIX: dict[str, Any] = {
     "tok": Token.id,
 }
 _CHUNK = 500  # ids looked up per query
+_WORDS_CHUNK = 5000  # cases whose words are checked per query
 
 
 def counts() -> list[str]:
@@ -83,6 +86,30 @@ def statuses() -> list[str]:
         .order_by(Case.id)
     )
     return [f"case {case} of kind {kind!r} has status {status!r}" for case, kind, status in wrong]
+
+
+def search_words() -> list[str]:
+    """Every case's words are in the search's own form, each word as `kindgi.words` cuts it
+    (cut again, they are themselves: no text stored as it was written, none cut by another
+    rule, which the index would hold as words no search finds), and its retire reason's words
+    are what `kindgi.words` makes of the reason. (That a case's words are its expectation's
+    and run's holds by construction: both are written once, from texts that never change.)
+    Read a chunk of cases at a time, by id."""
+    chunk = (
+        select(Case.id, Case.search_text, Case.retired_reason, Case.retired_words)
+        .where(Case.id > bindparam("last"))
+        .order_by(Case.id)
+        .limit(_WORDS_CHUNK)
+    )
+    breaches, last = [], ""
+    while rows := db.session.execute(chunk, {"last": last}).all():
+        for case_id, said, reason, reason_said in rows:
+            if said is None or not are_words(said):
+                breaches.append(f"case {case_id}: its words are not in the search's form")
+            if reason_said != search.reason_words(reason):
+                breaches.append(f"case {case_id}: its retire reason's words are not the reason's")
+        last = rows[-1][0]
+    return breaches
 
 
 def idempotency_answers() -> list[str]:
@@ -170,6 +197,7 @@ RULES: dict[str, Callable[[], list[str]]] = {
     "counts": counts,
     "snapshots": snapshots,
     "correction statuses": statuses,
+    "search words": search_words,
     "idempotency answers": idempotency_answers,
     "test run tallies": run_tallies,
 }

@@ -1,25 +1,26 @@
-"""Finding cases by what they say: the text a case is searched by, and the filters' SQL.
+"""Finding cases by what they say: the words a case is searched by, and the filters' SQL.
 
-A case's document is written once, when the case is made (`document`): its expectation's words
-(what it should say, why, the tools it names, its items' keys) and its run's input and output
-as the snapshot keeps them, plus one marker word per tool it names and per part it has, so the
-`tool` and `part` filters are exact lookups in the same index. Neither an expectation nor a
-snapshot changes afterwards; the retire reason, which does, is joined to the document by the
-database itself:
+A case's words are written once, when the case is made (`document`): its expectation's (what
+it should say, why, the tools it names, its items' keys) and its run's input and output as the
+snapshot keeps them, each part's once, plus one marker word per tool it names and per part it
+has, so the `tool` and `part` filters are exact lookups in the same index. Neither an
+expectation nor a snapshot changes afterwards; the retire reason, which does, has its words
+(`reason_words`) written beside it wherever it is. The words are cut by the app (`kindgi.words`),
+the same way for a search's words, and each database only splits them at their spaces:
 
-- SQLite: the FTS5 table `case_search` (contentless, keyed by the case's rowid, accents and
-  case folded by its `unicode61` tokenizer), kept in step by triggers on `cases`;
-- PostgreSQL: the generated column `cases.search`, a `tsvector` of `kindgi_unaccent(...)`
-  under the `simple` configuration (whole words, no stemming), with a GIN index.
+- SQLite: the FTS5 table `case_search` (contentless, keyed by the case's rowid, its `ascii`
+  tokenizer: a word is any run of characters but ASCII space and punctuation), kept in step by
+  triggers on `cases`;
+- PostgreSQL: the generated column `cases.search`, a `tsvector` of the words as they are
+  (`array_to_tsvector`), with a GIN index; a search is a `tsquery` of the words quoted.
 
-So every write path (the service, the world loader, a bulk `UPDATE` of `retired_reason`) keeps
-the index exact in its own transaction with nothing to call. Migration 0006 builds both.
+So both find the same cases, and every write path (the service, the world loader) keeps the
+index exact in its own transaction. Migration 0008 builds both.
 """
 
 from __future__ import annotations
 
 import hashlib
-import unicodedata
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -30,11 +31,13 @@ from sqlalchemy import CTE, TextClause, bindparam, func, literal_column, select,
 
 from ..grading import PARTS
 from ..models import Case, TestSetTool
-from ..schemas import WORD_RE
+from ..words import distinct, words
 from .common import bulk, dialect, insert_for, sql
 from .paging import past_position
 
 MAX_DOCUMENT_CHARS = 100_000  # a run's output may be large; a tsvector holds at most 1 MB
+# What each database indexes of a case: its words, then its retire reason's
+INDEXED = "coalesce(search_text, '') || ' ' || coalesce(retired_words, '')"
 
 
 def tool_marker(tool: str) -> str:
@@ -68,45 +71,50 @@ def tools_of(expect: dict[str, Any]) -> list[str]:
 
 
 def expect_words(expect: dict[str, Any]) -> str:
-    """What an expectation says, with the markers of its tools and parts."""
+    """The words of what an expectation says, with the markers of its tools and parts, each
+    once, separated by a space."""
     answer = expect.get("answer") or {}
     tools = tools_of(expect)
-    words = [answer.get("shouldSay", ""), answer.get("why", ""), *tools]
-    words += [item["key"] for item in expect.get("items") or []]
-    words += [tool_marker(t) for t in tools] + [part_marker(p) for p in PARTS if p in expect]
-    return " ".join(w for w in words if w)
+    texts = [answer.get("shouldSay") or "", answer.get("why") or "", *tools]
+    texts += [item["key"] for item in expect.get("items") or []]
+    markers = [tool_marker(t) for t in tools] + [part_marker(p) for p in PARTS if p in expect]
+    return " ".join(distinct([*texts, *markers]))
 
 
 def run_words(input_: Any, output: Any) -> str:
-    """What a run said: the text in its snapshot's input and output."""
-    return " ".join([*_strings(input_), *_strings(output)])
+    """The words of what a run said, the text in its snapshot's input and output, each once,
+    separated by a space."""
+    return " ".join(distinct([*_strings(input_), *_strings(output)]))
 
 
 def document(expect_part: str, run_part: str) -> str:
-    """A case's searched text (without the retire reason, which the database adds)."""
-    return f"{expect_part} {run_part}"[:MAX_DOCUMENT_CHARS]
+    """A case's words (without the retire reason's) as the column stores them: its
+    expectation's, then its run's (each part's words once; made once for many cases in a bulk
+    load), at most MAX_DOCUMENT_CHARS (the words past that left out)."""
+    text = f"{expect_part} {run_part}".strip()
+    if len(text) > MAX_DOCUMENT_CHARS:
+        text = text[: text.rfind(" ", 0, MAX_DOCUMENT_CHARS + 1)]
+    return text
 
 
-def words_of(q: str) -> list[str]:
-    """The words of a search, as the indexes cut them; none means nothing to search for."""
-    return WORD_RE.findall(q)
+def reason_words(reason: str | None) -> str | None:
+    """A retire reason's words, as the column beside it stores them (none without a reason)."""
+    return None if reason is None else " ".join(distinct([reason]))
 
 
-def _fts5_terms(q: str | None, tools: list[str], parts: list[str]) -> str:
-    """An FTS5 query: every word (each quoted, so nothing in it is syntax), every tool's
-    marker, and any of the parts' markers."""
-    terms = [f'"{w}"' for w in words_of(q or "")] + [f'"{tool_marker(t)}"' for t in tools]
+# How each database writes a search: a word quoted (a word is letters and digits: nothing in it
+# is syntax), all of them, any of them
+_SYNTAX = {"sqlite": ('"', " AND ", " OR "), "postgresql": ("'", " & ", " | ")}
+
+
+def _terms(dialect_name: str, q: str | None, tools: list[str], parts: list[str]) -> str:
+    """A search in the database's own query language (FTS5's, or a `tsquery`): every word,
+    every tool's marker, and any of the parts' markers."""
+    quote, every, any_of = _SYNTAX[dialect_name]
+    terms = [f"{quote}{w}{quote}" for w in [*words(q or ""), *map(tool_marker, tools)]]
     if parts:
-        terms.append("(" + " OR ".join(f'"{part_marker(p)}"' for p in parts) + ")")
-    return " AND ".join(terms)
-
-
-def _tsquery_terms(tools: list[str], parts: list[str]) -> str:
-    """The markers as a `to_tsquery` text (markers are plain words: nothing to escape)."""
-    terms = [tool_marker(t) for t in tools]
-    if parts:
-        terms.append("(" + " | ".join(part_marker(p) for p in parts) + ")")
-    return " & ".join(terms)
+        terms.append("(" + any_of.join(f"{quote}{part_marker(p)}{quote}" for p in parts) + ")")
+    return every.join(terms)
 
 
 # How a search is answered, chosen by how many cases (of every test set) match it, counted
@@ -140,10 +148,10 @@ _WALK_SQLITE = (
 )
 
 
-def condition(dialect_name: str, words: bool, markers: bool, how: str | None) -> TextClause:
-    """The condition "the case's document has every word, every tool and any of the parts",
-    for a search with words and/or markers, answered `how` (None: as the planner likes, for a
-    count). Walking on SQLite, the statement must carry `window(after)`."""
+def condition(dialect_name: str, how: str | None) -> TextClause:
+    """The condition "the case's words have every word, every tool and any of the parts",
+    for a search answered `how` (None: as the planner likes, for a count). Walking on SQLite,
+    the statement must carry `window(after)`."""
     if dialect_name == "sqlite":
         if how == WALK_PROBING:
             return text(
@@ -156,7 +164,7 @@ def condition(dialect_name: str, words: bool, markers: bool, how: str | None) ->
     # prepared, and PostgreSQL's plan for any word read all of a common word's matches through
     # the index, or made the query again for every case (60 ms a page at a million cases, not 2).
     document = "coalesce(cases.search, cases.search)" if how == WALK else "cases.search"
-    return text(f"{document} @@ (SELECT {_tsquery(words, markers)})")
+    return text(f"{document} @@ (SELECT {_TSQUERY})")
 
 
 def window(after: bool) -> CTE:
@@ -181,14 +189,7 @@ def window(after: bool) -> CTE:
     return band.cte("search_window")
 
 
-def _tsquery(words: bool, markers: bool) -> str:
-    """PostgreSQL's query for the words and markers bound."""
-    query = []
-    if words:
-        query.append("plainto_tsquery('simple', kindgi_unaccent(:search_q))")
-    if markers:
-        query.append("to_tsquery('simple', :search_markers)")
-    return " && ".join(query)
+_TSQUERY = "CAST(:match AS tsquery)"  # PostgreSQL's search: the words as they are
 
 
 _FTS5_MATCHES = text(
@@ -198,26 +199,25 @@ _FTS5_MATCHES = text(
 
 WAYS_KEPT, WAY_KEPT_FOR = 4096, 60.0  # searches whose way is remembered, and for how long (s)
 _ways: dict[tuple[Any, ...], tuple[str, float]] = {}
-_SEARCH_PARAMS = ("match", "search_q", "search_markers")  # what `parameters` binds
 
 
-def strategy(dialect_name: str, words: bool, markers: bool, params: dict[str, Any]) -> str:
+def strategy(dialect_name: str, params: dict[str, Any]) -> str:
     """How to answer a search (see DRIVE, WALK), remembered a minute in this process: a
     search's next pages, and the same search again, go its way without asking again (how
     common a word is changes slowly, and either way finds exactly the same cases)."""
-    key = (dialect_name, words, markers, *(params.get(n) for n in _SEARCH_PARAMS))
+    key = (dialect_name, params["match"])
     now = monotonic()
     kept = _ways.get(key)
     if kept is not None and kept[1] > now:
         return kept[0]
     if len(_ways) >= WAYS_KEPT:
         _ways.clear()
-    how = _way(dialect_name, words, markers, params)
+    how = _way(dialect_name, params)
     _ways[key] = (how, now + WAY_KEPT_FOR)
     return how
 
 
-def _way(dialect_name: str, words: bool, markers: bool, params: dict[str, Any]) -> str:
+def _way(dialect_name: str, params: dict[str, Any]) -> str:
     """How to answer a search, found out.
 
     SQLite: its matches counted in the index, up to MANY + 1 (FTS5 reads only its doclists).
@@ -229,7 +229,7 @@ def _way(dialect_name: str, words: bool, markers: bool, params: dict[str, Any]) 
     if dialect_name == "sqlite":
         matches = sql().execute(_FTS5_MATCHES, {**params, "bound": MANY + 1}).scalar_one()
         return DRIVE if matches <= FEW else WALK if matches <= MANY else WALK_PROBING
-    found = f"cases.search @@ ({_tsquery(words, markers)})"  # as the planner can see it
+    found = f"cases.search @@ {_TSQUERY}"  # as the planner can see it
     plan = sql().execute(text(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM cases WHERE {found}"),
                          params).scalar_one()  # fmt: skip
     estimate = plan[0]["Plan"]["Plan Rows"]
@@ -248,15 +248,8 @@ def parameters(
     dialect_name: str, q: str | None, tools: list[str], parts: list[str]
 ) -> dict[str, Any]:
     """The values `condition` binds."""
-    if dialect_name == "sqlite":
-        return {"match": _fts5_terms(q, tools, parts), "search_window": WINDOW}
-    return {"search_q": q, "search_markers": _tsquery_terms(tools, parts)}
-
-
-def folded(word: str) -> str:
-    """A word as both indexes compare it: without accents, in lower case."""
-    plain = unicodedata.normalize("NFKD", word)
-    return "".join(ch for ch in plain if not unicodedata.combining(ch)).casefold()
+    match = {"match": _terms(dialect_name, q, tools, parts)}
+    return {**match, "search_window": WINDOW} if dialect_name == "sqlite" else match
 
 
 @cache
@@ -295,7 +288,7 @@ def indexed_after() -> Iterator[None]:
     fires a trigger is a savepoint, where FTS5 flushes) and PostgreSQL updated the GIN index
     for each; both were most of a million-case load. FTS5's segments are then merged into one.
     The trigger and the index are put back by their stored definitions, so they stay what
-    migration 0006 made.
+    migration 0008 made.
     """
     conn = sql()
     if dialect() == "sqlite":
@@ -306,8 +299,8 @@ def indexed_after() -> Iterator[None]:
         conn.exec_driver_sql("DROP TRIGGER cases_search_insert")
         yield
         conn.exec_driver_sql(
-            "INSERT INTO case_search (rowid, doc) SELECT rowid, coalesce(search_text, '') "
-            "|| ' ' || coalesce(retired_reason, '') FROM cases WHERE rowid > ?",
+            f"INSERT INTO case_search (rowid, doc) SELECT rowid, {INDEXED} FROM cases "
+            "WHERE rowid > ?",
             (last,),
         )
         # one segment, not the dozens a large insert leaves: a word's matches are then read
