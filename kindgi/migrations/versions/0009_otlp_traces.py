@@ -1,7 +1,7 @@
 """Runs from OpenTelemetry traces: a run's trace id and error, and the spans runs are made of.
 
 Revision ID: 0009
-Revises: 0007
+Revises: 0008
 Create Date: 2026-12-10 08:00:00
 
 """
@@ -35,6 +35,7 @@ def upgrade():
 def downgrade():
     op.drop_index("ix_trace_spans_received", table_name="trace_spans")
     op.drop_table("trace_spans")
-    with op.batch_alter_table("runs") as batch:
-        batch.drop_column("error")
-        batch.drop_column("trace_id")
+    # ALTER TABLE … DROP COLUMN on both engines (SQLite 3.35+): a batch would copy `runs`,
+    # which snapshots and cases reference, and SQLite refuses to drop it
+    op.drop_column("runs", "error")
+    op.drop_column("runs", "trace_id")
