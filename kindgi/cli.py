@@ -1,4 +1,5 @@
-"""The operator's commands: `flask --app app kindgi load FILE.json`, `demo`, `export`, `worker`."""
+"""The operator's commands: `flask --app app kindgi load FILE.json`, `demo`, `export`, `worker`,
+`prune`, `check`."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from .config import API_PREFIX
 from .database import commit, db, set_writing
 from .errors import DomainError
 from .models import Case, Tenant, User
+from .schemas import rfc3339
 
 group = AppGroup("kindgi", help="Load worlds and demo data.")
 
@@ -173,6 +175,28 @@ def worker_command(threads: int | None, metrics_port: int | None, metrics_host: 
     workers = threads or int(current_app.config["JUDGE_CONCURRENCY"]) + 2
     # an idle thread looks again within a second, not the 10 s huey waits by default
     huey.create_consumer(workers=workers, worker_type="thread", periodic=True, max_delay=1.0).run()
+
+
+@group.command("prune")
+@click.option(
+    "--days",
+    type=int,
+    help="Keep unreferenced runs this many days (default KINDGI_RUN_RETENTION_DAYS, 30).",
+)
+def prune_command(days: int | None) -> None:
+    """Delete the runs no case or correction was made from, once older than the retention, in
+    small batches (each its own short transaction); running it again deletes nothing."""
+    from .service import retention
+
+    try:
+        pruned = retention.prune_runs(days)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(
+        f"pruned {pruned.runs} runs older than {rfc3339(pruned.before)} that no case was made "
+        f"from, in {pruned.batches} batches; the longest batch held the write lock "
+        f"{pruned.longest_ms:.1f} ms"
+    )
 
 
 @group.command("check")
