@@ -57,6 +57,12 @@ def load_command(path: Path) -> None:
     type=click.IntRange(10, 5_000_000),
     help="How many cases to generate.",
 )
+@click.option(
+    "--runs",
+    type=click.IntRange(6, 5_000_000),
+    help="How many runs in all: the cases' own (a tenth of the cases) and the rest no case "
+    f"was made from yet (default: {demo.INBOX_RUNS} of those).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the credentials as JSON.")
 @click.option(
     "--url",
@@ -64,7 +70,7 @@ def load_command(path: Path) -> None:
     show_default=True,
     help="Where the app will be served, for the instructions printed (not with --json).",
 )
-def demo_command(cases: int, as_json: bool, url: str) -> None:
+def demo_command(cases: int, runs: int | None, as_json: bool, url: str) -> None:
     """Load a generated demo world (once) and print how to sign in and a fresh API token."""
     url = url.rstrip("/")
     set_writing(True)
@@ -73,9 +79,16 @@ def demo_command(cases: int, as_json: bool, url: str) -> None:
     password = secrets.token_urlsafe(12)
     if db.session.get(Tenant, demo.TENANT) is None:
         token = service.TOKEN_PREFIX + secrets.token_urlsafe(32)
-        world.load(demo.world(cases, password, token), trusted=True)
-        runs = demo.test_runs(service.user_principal(demo.USER))
-        note = f"loaded {cases} cases and {runs} test runs in {time.monotonic() - started:.1f} s"
+        try:
+            made = demo.world(cases, password, token, runs=runs)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+        counts = world.load(made, trusted=True)
+        test_runs = demo.test_runs(service.user_principal(demo.USER))
+        note = (
+            f"loaded {cases} cases, {counts['runs']} runs and {test_runs} test runs in "
+            f"{time.monotonic() - started:.1f} s"
+        )
     else:  # already there: keep the data, give fresh credentials
         user = db.session.get(User, demo.USER)
         user.password_hash = service.hash_password(password)

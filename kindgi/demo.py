@@ -6,7 +6,7 @@ Deterministic for a given size (a seeded generator), so two demos of one size lo
 from __future__ import annotations
 
 import random
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
@@ -86,8 +86,15 @@ def _body(rng: random.Random, kind: str) -> dict[str, Any]:
     return body
 
 
-def world(cases: int, password: str, token: str, seed: int = 7) -> dict[str, Any]:
-    """The demo world with `cases` cases, plus a few won't-fix and removed corrections.
+INBOX_RUNS = 500  # runs no case was made from, beside the cases' own, unless told how many
+
+
+def world(
+    cases: int, password: str, token: str, seed: int = 7, runs: int | None = None
+) -> dict[str, Any]:
+    """The demo world with `cases` cases, plus a few won't-fix and removed corrections, and
+    `runs` runs in all (by default the cases' own and INBOX_RUNS more): the cases are made from
+    a tenth as many runs, and the rest are the runs inbox's, no case made from them yet.
 
     Bodies come from a pool and times are datetimes, so a million cases build in seconds.
     """
@@ -101,10 +108,10 @@ def world(cases: int, password: str, token: str, seed: int = 7) -> dict[str, Any
     ]
     n_runs = max(6, cases // 10)
     span = timedelta(days=120)
-    runs = []
+    made_from = []
     for i in range(n_runs):
         agent, versions, project = pairs[i % len(pairs)]
-        runs.append(
+        made_from.append(
             {
                 "id": f"run-{i:07d}",
                 "agent": agent,
@@ -121,7 +128,10 @@ def world(cases: int, password: str, token: str, seed: int = 7) -> dict[str, Any
                 "at": now - span + span * (i / n_runs),
             }
         )
-    finished = [r for r in runs if r["status"] == "finished"]
+    finished = [r for r in made_from if r["status"] == "finished"]
+    total_runs = n_runs + INBOX_RUNS if runs is None else runs
+    if total_runs < n_runs:
+        raise ValueError(f"{cases} cases are made from {n_runs} runs: ask for that many at least")
     extra = cases // 30  # won't-fix and removed corrections: not cases
     total = cases + extra
     corrections, hand = [], []
@@ -166,10 +176,50 @@ def world(cases: int, password: str, token: str, seed: int = 7) -> dict[str, Any
         "projects": [{"id": pid, "tenant": TENANT, "name": name} for pid, name in PROJECTS],
         "agents": [{"id": a, "tenant": TENANT, "versions": v, "projects": p} for a, v, p in AGENTS],
         "groups": [{"id": "grp-experts", "agent": AGENTS[0][0], "restricted": True}],
-        "runs": runs,
+        "runs": made_from + _inbox_runs(total_runs - n_runs, now - span, span),
         "corrections": corrections,
         "cases": hand,
     }
+
+
+def _inbox_runs(n: int, start: datetime, span: timedelta) -> list[dict[str, Any]]:
+    """`n` runs spread over `span` from `start`, through the pairs of agent and project in
+    turn, no case made from them: what the runs inbox lists (a fiftieth still running, a few
+    tools called, the demo's words to search for as often as in the cases' runs). Their input,
+    output and calls come from pools, so a million build in seconds."""
+    pairs = [(a, versions, p) for a, versions, projects in AGENTS for p in projects]
+    inputs = [
+        {"question": q + refund, "priority": priority}
+        for q in QUESTIONS
+        for refund in ("", REFUND)
+        for priority in ("routine", "urgent")
+    ]
+    calls = [
+        [{"tool": TOOLS[(k + j) % len(TOOLS)], "args": {"q": QUESTIONS[k][:24]}} for j in range(m)]
+        for k in range(len(QUESTIONS))
+        for m in range(4)
+    ]
+    step = span / max(n, 1)
+    out = []
+    for i in range(n):
+        agent, versions, project = pairs[i % len(pairs)]
+        k = i // len(pairs)  # its place among the pair's runs, so each pair gets every mix
+        question = k % len(QUESTIONS)
+        out.append(
+            {
+                "id": f"run-inbox-{i:07d}",
+                "agent": agent,
+                "project": project,
+                "version": versions[k % len(versions)],
+                "status": "finished" if k % 50 else "running",
+                # the refund in one run of a hundred, urgency in half of them
+                "input": inputs[question * 4 + (k % 100 == 1) * 2 + k % 2],
+                "output": OUTPUT,
+                "calls": calls[question * 4 + k // len(QUESTIONS) % 4],
+                "at": start + step * (i + 0.5),
+            }
+        )
+    return out
 
 
 # Candidate versions graded in turn against the triage test set, each against the one before:

@@ -154,7 +154,10 @@ def _runs_query(given: frozenset[str], after: bool) -> Select[Any]:
             Run.agent_pk == bindparam("agent_pk"), Run.project_id == bindparam("project_id")
         )
         at, ident = Run.at, Run.id
-    for name in sorted(given - {"tool"}):
+    # after a cursor, `before` goes without saying (the cursor's run was before it) and would
+    # only keep the index from seeking to the cursor: a deep page would walk from `before`
+    implied = {"tool", "before"} if after else {"tool"}
+    for name in sorted(given - implied):
         query = query.where(_CONDITIONS[name](at))
     return newest_first(query, at, ident, after)
 

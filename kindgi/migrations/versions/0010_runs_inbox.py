@@ -31,10 +31,10 @@ TOOLS_OF_RUNS = {
 
 
 def upgrade():
-    with op.batch_alter_table("runs", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column("has_case", sa.Boolean(), server_default=sa.false(), nullable=False)
-        )
+    # in place, not in a batch: on SQLite a batch would copy `runs`, which cases' keys name
+    op.add_column(
+        "runs", sa.Column("has_case", sa.Boolean(), server_default=sa.false(), nullable=False)
+    )
     op.execute(
         "UPDATE runs SET has_case = true "
         "WHERE EXISTS (SELECT 1 FROM cases WHERE cases.run_id = runs.id)"
@@ -77,4 +77,4 @@ def downgrade():
     with op.batch_alter_table("runs", schema=None) as batch_op:
         batch_op.drop_index("ix_runs_cased")
         batch_op.drop_index("ix_runs_version")
-        batch_op.drop_column("has_case")
+    op.drop_column("runs", "has_case")  # in place, as it was added (SQLite 3.35+)
