@@ -373,3 +373,48 @@ def test_the_runs_list_answer_is_the_schema_s_dump(api, recorded):
     data = ok(api.get(runs_url(limit=100)))["data"]
     assert {r["id"]: r["hasCase"] for r in data} == {r["id"]: r["hasCase"] for r in model(recorded)}
     assert error_of(api.get(runs_url(hasCase="maybe")))["details"]["fields"]["hasCase"]
+
+
+def test_a_world_loaded_onto_stored_runs_marks_those_it_makes_cases_from(app, api):
+    """The loader marks a run made a case as the service does (docs/design.md §4.2)."""
+    from kindgi import world
+    from kindgi.database import db
+
+    entry = {"id": "case-loaded", "run": "run-erased", "by": "u-publisher",
+             "at": "2026-05-01T00:00:00Z", "body": {"answer": "right"}}  # fmt: skip
+    with app.app_context():
+        world.load({"cases": [entry]})
+        db.session.commit()
+    assert run_of(api, "run-erased")["hasCase"] is True
+    check = app.test_cli_runner().invoke(args=["kindgi", "check"])
+    assert check.exit_code == 0, check.output
+
+
+def run_of(api, run_id: str) -> dict[str, Any]:
+    return next(r for r in ok(api.get(runs_url(limit=100)))["data"] if r["id"] == run_id)
+
+
+def test_the_demo_holds_the_runs_asked_for_most_no_case_made_from(databases):
+    from conftest import app_on
+
+    with app_on(databases, databases.empty()) as app:
+        runner = app.test_cli_runner()
+        few = runner.invoke(args=["kindgi", "demo", "--cases", "300", "--runs", "10"])
+        assert few.exit_code == 1 and "300 cases are made from 30 runs" in few.output
+        made = runner.invoke(args=["kindgi", "demo", "--cases", "300", "--runs", "900", "--json"])
+        assert made.exit_code == 0, made.output
+        creds = json.loads(made.stdout)
+        auth = {"Authorization": f"Bearer {creds['token']}"}
+        client, counts = app.test_client(), {}
+        for cased in ("true", "false"):
+            url = runs_url(creds["agentId"], creds["projectId"], hasCase=cased, limit=100)
+            while url:
+                page = client.get(url, headers=auth).get_json()
+                counts[cased] = counts.get(cased, 0) + len(page["data"])
+                url = (
+                    page.get("nextCursor")
+                    and f"{url.split('&cursor=')[0]}&cursor={page['nextCursor']}"
+                )
+        # a third of the 900 are this pair's: 10 of the cases' 30 runs (the first still
+        # running, so no case), the rest the inbox's
+        assert counts == {"true": 9, "false": 291}
