@@ -37,6 +37,11 @@ MEASURES = (
     "kindgi test-run, jsonl, 4 jobs",
     "kindgi test-run, exec, 4 jobs",
     "peak RSS per worker",
+    "runs inbox first page (HTML)",
+    "runs list first page (JSON, 25)",
+    "build: kindgi demo, runs world",
+    "prune: runs no case was made from, older than a day",
+    "prune: longest batch",
 )
 
 
