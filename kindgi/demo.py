@@ -27,6 +27,8 @@ AGENTS = [
     ("demo.drafting", ["1.0.0", "1.1.0", "1.2.0"], [PROJECTS[0][0], PROJECTS[1][0]]),
     ("demo.triage", ["0.9.0", "1.0.0"], [PROJECTS[2][0]]),
 ]
+# Each agent with each project that serves it: the demo's runs go through them in turn
+PAIRS = [(agent, versions, project) for agent, versions, projects in AGENTS for project in projects]
 TOOLS = ["search", "lookup", "fetch_clause", "summarise", "send_email", "calendar", "translate"]
 QUESTIONS = [
     "Draft a termination clause for a 12-month lease",
@@ -103,31 +105,21 @@ def world(
     hand_bodies = [_body(rng, "hand") for _ in range(97)]
     correction_bodies = [_body(rng, "correction") for _ in range(101)]
     statuses = ["open", "open", "with-the-owner", "fixed", "fixed"]
-    pairs = [
-        (agent, versions, project) for agent, versions, projects in AGENTS for project in projects
-    ]
     n_runs = max(6, cases // 10)
     span = timedelta(days=120)
     made_from = []
     for i in range(n_runs):
-        agent, versions, project = pairs[i % len(pairs)]
+        versions = PAIRS[i % len(PAIRS)][1]
+        question = {
+            # i % 100 == 1: a finished run (every 50th is still running)
+            "question": QUESTIONS[i % len(QUESTIONS)] + (REFUND if i % 100 == 1 else ""),
+            "priority": "urgent" if i % 2 else "routine",
+        }
+        calls = [{"tool": TOOLS[i % 4], "args": {"q": "notice period"}}]
         made_from.append(
-            {
-                "id": f"run-{i:07d}",
-                "agent": agent,
-                "project": project,
-                "version": versions[i % len(versions)],
-                "status": "finished" if i % 50 else "running",
-                "input": {
-                    # i % 100 == 1: a finished run (every 50th is still running)
-                    "question": QUESTIONS[i % len(QUESTIONS)] + (REFUND if i % 100 == 1 else ""),
-                    "priority": "urgent" if i % 2 else "routine",
-                },
-                "output": OUTPUT,
-                "calls": [{"tool": TOOLS[i % 4], "args": {"q": "notice period"}}],
-                "at": now - span + span * (i / n_runs),
-            }
-        )
+            _run(f"run-{i:07d}", i, versions[i % len(versions)], i % 50 != 0, question, calls,
+                 now - span + span * (i / n_runs))
+        )  # fmt: skip
     finished = [r for r in made_from if r["status"] == "finished"]
     total_runs = n_runs + INBOX_RUNS if runs is None else runs
     if total_runs < n_runs:
@@ -187,7 +179,6 @@ def _inbox_runs(n: int, start: datetime, span: timedelta) -> list[dict[str, Any]
     turn, no case made from them: what the runs inbox lists (a fiftieth still running, a few
     tools called, the demo's words to search for as often as in the cases' runs). Their input,
     output and calls come from pools, so a million build in seconds."""
-    pairs = [(a, versions, p) for a, versions, projects in AGENTS for p in projects]
     inputs = [
         {"question": q + refund, "priority": priority}
         for q in QUESTIONS
@@ -202,24 +193,40 @@ def _inbox_runs(n: int, start: datetime, span: timedelta) -> list[dict[str, Any]
     step = span / max(n, 1)
     out = []
     for i in range(n):
-        agent, versions, project = pairs[i % len(pairs)]
-        k = i // len(pairs)  # its place among the pair's runs, so each pair gets every mix
+        versions = PAIRS[i % len(PAIRS)][1]
+        k = i // len(PAIRS)  # its place among the pair's runs, so each pair gets every mix
         question = k % len(QUESTIONS)
         out.append(
-            {
-                "id": f"run-inbox-{i:07d}",
-                "agent": agent,
-                "project": project,
-                "version": versions[k % len(versions)],
-                "status": "finished" if k % 50 else "running",
+            _run(
+                f"run-inbox-{i:07d}",
+                i,
+                versions[k % len(versions)],
+                k % 50 != 0,
                 # the refund in one run of a hundred, urgency in half of them
-                "input": inputs[question * 4 + (k % 100 == 1) * 2 + k % 2],
-                "output": OUTPUT,
-                "calls": calls[question * 4 + k // len(QUESTIONS) % 4],
-                "at": start + step * (i + 0.5),
-            }
+                inputs[question * 4 + (k % 100 == 1) * 2 + k % 2],
+                calls[question * 4 + k // len(QUESTIONS) % 4],
+                start + step * (i + 0.5),
+            )
         )
     return out
+
+
+def _run(
+    run_id: str, i: int, version: str, finished: bool, input_: Any, calls: Any, at: datetime
+) -> dict[str, Any]:
+    """The `i`th run of the demo's, of the pairs of agent and project in turn."""
+    agent, _, project = PAIRS[i % len(PAIRS)]
+    return {
+        "id": run_id,
+        "agent": agent,
+        "project": project,
+        "version": version,
+        "status": "finished" if finished else "running",
+        "input": input_,
+        "output": OUTPUT,
+        "calls": calls,
+        "at": at,
+    }
 
 
 # Candidate versions graded in turn against the triage test set, each against the one before:

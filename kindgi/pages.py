@@ -143,13 +143,19 @@ def _page_args(after: str, before: str) -> dict[str, Any]:
     return args
 
 
+def _list_query(schema: type, after: str, before: str) -> tuple[dict[str, Any], str, bool, bool]:
+    """A list page's query checked by `schema` (its dates `after` and `before`, see
+    `_page_args`), less its project; its project; whether htmx asks for the list alone; and
+    whether for just the next rows ("Load more")."""
+    args = schemas.load(schema, _page_args(after, before))
+    swap = views.swap()
+    return args, args.pop("projectId"), swap, swap and bool(args.get("cursor"))
+
+
 @bp.get("/agents/<agent_id>/test-set/cases")
 @login_required
 def cases(agent_id: str):
-    args = schemas.load(schemas.CasesQuery, _page_args("addedAfter", "addedBefore"))
-    project_id = args.pop("projectId")
-    swap = views.swap()
-    more = swap and bool(args.get("cursor"))  # "Load more": just the next rows
+    args, project_id, swap, more = _list_query(schemas.CasesQuery, "addedAfter", "addedBefore")
     try:
         view = service.cases_page(current_user, agent_id, project_id, with_counts=not more, **args)
     except BadInput as err:
@@ -351,10 +357,7 @@ def inbox(agent_id: str):
     """An agent's runs in a project, newest first, filtered, to go through and make cases
     from; `j`/`k` move between them and `a` adds a case (static/inbox.js), all of it plain
     links and a GET form underneath."""
-    args = schemas.load(schemas.RunsQuery, _page_args("after", "before"))
-    project_id = args.pop("projectId")
-    swap = views.swap()
-    more = swap and bool(args.get("cursor"))  # "Load more": just the next rows
+    args, project_id, swap, more = _list_query(schemas.RunsQuery, "after", "before")
     try:
         view = service.inbox_page(current_user, agent_id, project_id, with_choices=not more, **args)
     except BadInput as err:

@@ -13,7 +13,7 @@ import pytest
 from a11y import assert_accessible
 from browsing import needs_chromium, sign_in
 from conftest import AGENT, P1, app_on
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Page, expect
 
 pytestmark = needs_chromium
 
@@ -46,15 +46,6 @@ def server(databases) -> Iterator[str]:
     """A live server on a copy of the test world with the extra runs."""
     with app_on(databases, databases.clone()) as app, live.threaded(app, extra_runs()) as base:
         yield base
-
-
-@pytest.fixture
-def js_page(browser: Browser) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    yield page
-    context.close()
 
 
 def rows(page: Page):
