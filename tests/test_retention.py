@@ -9,14 +9,17 @@ or corrections, run-running, run-erased and run-replay have none.
 from __future__ import annotations
 
 import re
+import threading
+import time
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from conftest import AGENT, P1, ok, sign_in
 from sqlalchemy import select, text
 
 from kindgi import queue
-from kindgi.database import db
+from kindgi.database import db, set_writing
 from kindgi.models import Run, RunTool
 from kindgi.service import retention
 
@@ -136,3 +139,44 @@ def test_the_worker_prunes_once_a_day(app, young):
     task = next(t for t in huey.read_periodic(due[0]) if t.name == "prune")
     task.execute()  # as the worker runs it
     assert stored_runs(app) == KEPT | set(young)
+
+
+WAITING_DELETE = text(
+    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+    "AND query LIKE 'DELETE FROM runs%'"
+)
+
+
+def test_a_run_being_made_a_case_while_it_is_pruned_is_spared(app):
+    """PostgreSQL: the first case's transaction marks the run (locking its row) before anything
+    else; a prune that read the run as one to go waits on that lock at its delete, checks the
+    mark again once the case commits, and spares it. (SQLite's writers take turns.)"""
+    if not app.config["SQLALCHEMY_DATABASE_URI"].startswith("postgresql"):
+        pytest.skip("SQLite's writers never overlap")
+    with app.app_context():
+        engine = db.engine
+    set_writing(True)  # a transaction, not autocommit: its row lock held until it commits
+    making = engine.connect()
+    set_writing(False)
+    making.execute(text("UPDATE runs SET has_case = true WHERE id = 'run-running'"))
+    pruned: list[Any] = []
+
+    def prune_it() -> None:
+        with app.app_context():
+            pruned.append(retention.prune_runs(days=1))
+
+    pruning = threading.Thread(target=prune_it)
+    pruning.start()
+    with engine.connect() as watching:
+        for _ in range(600):  # until the prune's delete waits on the marked row's lock
+            waiting = watching.execute(WAITING_DELETE).scalar_one()
+            if waiting:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the prune never waited on the run being made a case")
+    making.commit()
+    making.close()
+    pruning.join(timeout=60)
+    assert pruned and pruned[0].runs == 2  # run-erased and run-replay
+    assert "run-running" in stored_runs(app)
