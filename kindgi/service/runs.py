@@ -23,6 +23,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     cast,
+    delete,
     false,
     or_,
     select,
@@ -66,8 +67,8 @@ def tools_called(calls: Any) -> list[str]:
 
 
 def tool_rows(run: dict[str, Any]) -> list[dict[str, Any]]:
-    """The `run_tools` rows of a run (a dict of its columns): every path that stores a run
-    writes these with it, or the inbox's tool filter would miss it."""
+    """The `run_tools` rows of a run (a dict of its columns), for a bulk load; one at a time,
+    `save_tools` writes them."""
     return [
         {
             "run_id": run["id"],
@@ -78,6 +79,16 @@ def tool_rows(run: dict[str, Any]) -> list[dict[str, Any]]:
         }
         for tool in tools_called(run["calls"])
     ]
+
+
+def save_tools(run: dict[str, Any]) -> None:
+    """Keep the run's `run_tools` rows as its calls and time say, in the transaction that
+    stores the run or changes its calls: every path that does must call it, or the inbox's
+    tool filter would miss the run (`kindgi check` names such a run)."""
+    sql().execute(delete(RunTool).where(RunTool.run_id == run["id"]))
+    rows = tool_rows(run)
+    if rows:
+        sql().execute(RunTool.__table__.insert(), rows)
 
 
 def record_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> Run:
@@ -109,9 +120,7 @@ def record_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> Run:
     )
     db.session.add(run)
     db.session.flush()
-    tools = tool_rows({c.name: getattr(run, c.name) for c in Run.__table__.columns})
-    if tools:
-        sql().execute(RunTool.__table__.insert(), tools)
+    save_tools({c.name: getattr(run, c.name) for c in Run.__table__.columns})
     return run
 
 
