@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/run.py             the full run (about 7 minutes): bench/results.md
     .venv/bin/python bench/run.py --smoke     1,000 cases, a second a figure (the CI test)
+    .venv/bin/python bench/run.py --only inbox   the runs inbox and retention alone
 
 For each engine (SQLite, then PostgreSQL) it builds one database per size with `flask kindgi demo
 --cases N` (timed), serves each with gunicorn (2 sync workers) and, beside it, the raw app
@@ -9,8 +10,10 @@ For each engine (SQLite, then PostgreSQL) it builds one database per size with `
 second process on loopback with 2 threads and 8 connections, then drives every measure against
 every size in turn, so the sizes a bar compares are measured minutes apart at most, under the
 same conditions. Adding cases runs last, since it grows the sets. Each worker's peak RSS is its
-kernel high-water mark (VmHWM). The table, the bars and every command go to stdout and to the
-results file.
+kernel high-water mark (VmHWM). Then the runs inbox is measured the same way on worlds of 1,000
+cases and 1,000 or 1,000,000 runs (`kindgi demo --runs N`), and retention prunes the largest
+(`flask kindgi prune --days 1`), reporting the longest any of its batches held the write lock.
+The table, the bars and every command go to stdout and to the results file.
 """
 
 from __future__ import annotations
@@ -97,6 +100,14 @@ MEASURES = (
     FIRST, LOUD, QUIET, DEEP_PAGE, COUNTS, ONE, HTML, RAW, SEARCH, SEARCH_DEEP, SEARCH_BROAD,
     RUN, RESULTS, RESULTS_DEEP, COMPARE, RUN_PAGE, ADD,
 )  # fmt: skip
+# The runs inbox, on worlds of 1,000 cases and as many runs as the size says (most of them no
+# case was made from): its first page, and the JSON list's; then retention deletes the runs
+# older than a day that no case was made from, and says how long its longest batch held the
+# write lock
+INBOX, RUNS_LIST = "runs inbox first page (HTML)", "runs list first page (JSON, 25)"
+INBOX_MEASURES = (INBOX, RUNS_LIST)
+RUN_SIZES, INBOX_CASES = (1_000, 1_000_000), 1_000
+PRUNED, PRUNE_LOCK = "prune: runs no case was made from, older than a day", "prune: longest batch"
 SENDERS, BATCH, SENT = 4, 500, 100_000  # clients sending results at once, a batch, results sent
 CI_CASES = 30_000  # a demo whose demo.drafting test set in PROJECT has 10,000 cases
 KINDGI = Path(sys.executable).parent / "kindgi"  # the console script
@@ -156,10 +167,20 @@ class Results:
 class Database:
     """One size's database: a SQLite file in the work folder, or a PostgreSQL database."""
 
-    def __init__(self, engine: str, cases: int, workdir: Path, server: str, prefix: str) -> None:
-        self.engine, self.cases = engine, cases
+    def __init__(
+        self,
+        engine: str,
+        cases: int,
+        workdir: Path,
+        server: str,
+        prefix: str,
+        runs: int | None = None,
+    ) -> None:
+        self.engine, self.cases, self.runs = engine, cases, runs
+        self.size = runs or cases  # what its figures are measured at: its runs, or its cases
+        label = f"runs-{runs}" if runs else str(cases)
         if engine == "sqlite":
-            self.path = workdir / f"kindgi-{cases}.sqlite"
+            self.path = workdir / f"kindgi-{label}.sqlite"
             self.url = f"sqlite:///{self.path}"
             self.raw = str(self.path)
             self.file = str(
@@ -168,7 +189,7 @@ class Database:
             self.shown = f"sqlite:///{self.file}"
         else:
             self.server = server.replace("postgresql+psycopg://", "postgresql://")
-            self.name = f"{prefix}_{cases}"
+            self.name = f"{prefix}_{label.replace('-', '_')}"
             self.raw = re.sub(r"/[^/]*$", f"/{self.name}", self.server)
             self.url = self.raw.replace("postgresql://", "postgresql+psycopg://", 1)
             self.shown = self.url
@@ -209,25 +230,26 @@ def build(db: Database, results: Results) -> dict[str, str]:
     """Load the demo world of `db.cases` cases, timed; the demo's credentials."""
     db.create()
     command = [sys.executable, "-m", "flask", "--app", "app", "kindgi", "demo"]
-    command += ["--cases", str(db.cases), "--json"]
+    runs = ["--runs", str(db.runs)] if db.runs else []
+    command += ["--cases", str(db.cases), *runs, "--json"]
     env = {**os.environ, "KINDGI_SQLALCHEMY_DATABASE_URI": db.url, "KINDGI_SECRET_KEY": SECRET}
     started = time.monotonic()
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     seconds = time.monotonic() - started
     if done.returncode != 0:
-        raise SystemExit(f"the demo of {db.cases} cases failed:\n{done.stderr}")
+        raise SystemExit(f"the demo of {db.cases} cases {' '.join(runs)} failed:\n{done.stderr}")
     shown = f"KINDGI_SQLALCHEMY_DATABASE_URI={db.shown} flask --app app kindgi demo"
     results.figures.append(
         Figure(
             db.engine,
-            "build: kindgi demo",
-            db.cases,
-            f"time {shown} --cases {db.cases} --json",
+            "build: kindgi demo" + (", runs world" if db.runs else ""),
+            db.size,
+            f"time {shown} --cases {db.cases} {' '.join(runs)} --json".replace("  ", " "),
             value=seconds,
             unit="s",
         )
     )
-    log(f"{db.engine}: {db.cases:,} cases built in {seconds:.1f} s")
+    log(f"{db.engine}: {db.cases:,} cases {' '.join(runs)} built in {seconds:.1f} s")
     db.settle()
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -432,22 +454,8 @@ def prepare(target: Target, creds: dict[str, str]) -> None:
     case_id = get(deep_url)["data"][0]["id"]
     run = get(f"{v1}/runs?projectId={PROJECT}&status=finished&limit=1")["data"][0]["id"]
 
-    # Signed in as a browser is, with the User-Agent its pages are then read with: the session
-    # is bound to it (flask-login's session protection), and a page read with another marked
-    # the session no longer fresh and set its cookie again on every request
     browser = {"User-Agent": BROWSER}
-    login = http.get(f"{base}/login", headers=browser, timeout=30)
-    csrf = re.search(r'name="csrf_token" value="([^"]+)"', login.text).group(1)
-    signed_in = http.post(
-        f"{base}/login",
-        data={"csrf_token": csrf, "email": creds["email"], "password": creds["password"]},
-        headers=browser,
-        allow_redirects=False,
-        timeout=30,
-    )
-    if signed_in.status_code != 302:
-        raise SystemExit(f"signing in failed: {signed_in.status_code}")
-    cookie = f"session={http.cookies['session']}"
+    cookie = sign_in(base, creds)
 
     search = f"{cases}&q={demo.SELECTIVE_WORD}"
     cursor = None
@@ -482,6 +490,28 @@ def prepare(target: Target, creds: dict[str, str]) -> None:
     target.shown = {token: "$TOKEN", cookie: "session=$SESSION"}
     if cursor:
         target.shown[cursor] = "$CURSOR"
+
+
+def sign_in(base: str, creds: dict[str, str]) -> str:
+    """Sign in at /login as the demo's user: the session cookie.
+
+    Signed in as a browser is, with the User-Agent its pages are then read with: the session
+    is bound to it (flask-login's session protection), and a page read with another marked the
+    session no longer fresh and set its cookie again on every request."""
+    http = requests.Session()
+    browser = {"User-Agent": BROWSER}
+    login = http.get(f"{base}/login", headers=browser, timeout=30)
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', login.text).group(1)
+    signed_in = http.post(
+        f"{base}/login",
+        data={"csrf_token": csrf, "email": creds["email"], "password": creds["password"]},
+        headers=browser,
+        allow_redirects=False,
+        timeout=30,
+    )
+    if signed_in.status_code != 302:
+        raise SystemExit(f"signing in failed: {signed_in.status_code}")
+    return f"session={http.cookies['session']}"
 
 
 def prepare_runs(target: Target, creds: dict[str, str], results: Results) -> None:
@@ -889,7 +919,7 @@ def measure(target: Target, what: str, seconds: int, warmup: int) -> dict[str, A
     got = wrk(url, headers, seconds, post)
     got["cpu_s"] = server.cpu_seconds() - cpu
     log(
-        f"{target.db.engine} {target.db.cases:>9,} {what:<26} "
+        f"{target.db.engine} {target.db.size:>9,} {what:<26} "
         f"{got['requests'] / (got['duration_us'] / 1e6):7.1f} req/s  "
         f"p50 {got['p50_us'] / 1000:6.1f} ms  p99 {got['p99_us'] / 1000:6.1f} ms"
     )
@@ -947,7 +977,7 @@ def figure(
     fig = Figure(
         target.db.engine,
         what,
-        target.db.cases,
+        target.db.size,
         shown,
         rps=requests_ / (sum(r["duration_us"] for r in rounds) / 1e6),
         p50_ms=p50,
@@ -959,6 +989,8 @@ def figure(
             if what == DEEP_PAGE
             else f"a run of {target.run_cases:,} cases"
             if what in (RUN, RESULTS, RESULTS_DEEP, COMPARE, RUN_PAGE)
+            else f"{target.db.size:,} runs, {target.db.cases:,} cases"
+            if what in INBOX_MEASURES
             else ""
         ),
         rounds=len(rounds),
@@ -971,6 +1003,77 @@ def server_no(results: Results, server: Server) -> int:
     return results.servers.index(server.command) + 1
 
 
+# ---------------------------------------------------------------- the runs inbox and retention
+
+
+def measure_inbox(
+    engine: str, args: argparse.Namespace, results: Results, prefix: str, dbs: list[Database]
+) -> None:
+    """The runs inbox's first page (and the JSON list's) on worlds of as many runs as each size,
+    every size in turn, round after round; then retention on the largest, timed, with its
+    longest batch's write transaction as the prune itself reports it."""
+    sizes = RUN_SIZES[:1] if args.smoke else RUN_SIZES
+    worlds = [Database(engine, INBOX_CASES, args.workdir, args.postgres, prefix, runs=n)
+              for n in sizes]  # fmt: skip
+    dbs += worlds
+    creds = {db.runs: build(db, results) for db in worlds}
+    servers: list[Server] = []
+    targets = []
+    with serving(servers):
+        for db in worlds:
+            env = {"KINDGI_SQLALCHEMY_DATABASE_URI": db.url, "KINDGI_SECRET_KEY": SECRET}
+            app = Server("app:app", env, f"KINDGI_SQLALCHEMY_DATABASE_URI={db.shown}",
+                         args.workdir, f"{engine}-runs-{db.runs}")  # fmt: skip
+            servers.append(app)
+            results.servers.append(app.command)
+            targets.append(Target(db, app, app))
+        for target in targets:
+            target.app.wait("/v1/openapi.json")
+            got = creds[target.db.runs]
+            cookie = sign_in(target.app.base, got)
+            token = got["token"]
+            target.requests = {
+                INBOX: (f"{target.app.base}/agents/{AGENT}/runs?projectId={PROJECT}",
+                        {"Cookie": cookie, "User-Agent": BROWSER}, None),
+                RUNS_LIST: (f"{target.app.base}/v1/agents/{AGENT}/runs?projectId={PROJECT}",
+                            {"Authorization": f"Bearer {token}"}, None),
+            }  # fmt: skip
+            target.shown = {token: "$TOKEN", cookie: "session=$SESSION"}
+        rounds: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        for n in range(args.rounds):
+            for what in INBOX_MEASURES:
+                for target in targets:
+                    got = measure(target, what, args.seconds, 0 if n else args.warmup)
+                    rounds.setdefault((what, target.db.size), []).append(got)
+        for what in INBOX_MEASURES:
+            for target in targets:
+                figure(target, what, rounds[(what, target.db.size)], args, results)
+    measure_prune(worlds[-1], results)
+
+
+def measure_prune(db: Database, results: Results) -> None:
+    """`flask kindgi prune --days 1` on a runs world, nothing else running: runs deleted a second,
+    and the longest a batch held the write lock (BEGIN to the end of COMMIT, as it says)."""
+    command = [sys.executable, "-m", "flask", "--app", "app", "kindgi", "prune", "--days", "1"]
+    env = {**os.environ, "KINDGI_SQLALCHEMY_DATABASE_URI": db.url, "KINDGI_SECRET_KEY": SECRET}
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    took = time.monotonic() - started
+    said = re.search(r"pruned (\d+) runs .* in (\d+) batches; .* ([\d.]+) ms", done.stdout)
+    if done.returncode != 0 or not said:
+        raise SystemExit(f"kindgi prune failed:\n{done.stdout}\n{done.stderr[-2000:]}")
+    pruned, batches, longest = int(said[1]), int(said[2]), float(said[3])
+    shown = f"KINDGI_SQLALCHEMY_DATABASE_URI={db.shown} flask --app app kindgi prune --days 1"
+    results.figures += [
+        Figure(db.engine, PRUNED, db.size, f"time {shown}", value=pruned / took,
+               unit=f"runs/s ({pruned:,} runs in {took:.1f} s, {batches:,} batches)"),
+        Figure(db.engine, PRUNE_LOCK, db.size, f"{shown} (as it reports it)", value=longest,
+               unit="ms held the write lock"),
+    ]  # fmt: skip
+    log(f"{db.engine} {db.size:,} runs: pruned {pruned:,} in {took:.1f} s, {batches:,} batches, "
+        f"the longest {longest:.1f} ms")  # fmt: skip
+
+
 # ---------------------------------------------------------------- one engine
 
 
@@ -978,6 +1081,13 @@ def run_engine(engine: str, args: argparse.Namespace, results: Results) -> None:
     """Build every size, serve them all, then drive each measure against each size in turn,
     round after round."""
     prefix = f"kindgi_bench{'_smoke' if args.smoke else ''}_{os.getpid()}"
+    if args.only == "inbox":
+        worlds: list[Database] = []
+        try:
+            measure_inbox(engine, args, results, prefix, worlds)
+        finally:
+            drop_all(worlds, args.keep)
+        return
     dbs = [Database(engine, n, args.workdir, args.postgres, prefix) for n in args.sizes]
     creds = {db.cases: build(db, results) for db in dbs}
     targets: list[Target] = []
@@ -1072,11 +1182,17 @@ def run_engine(engine: str, args: argparse.Namespace, results: Results) -> None:
                         unit="MB",
                     )
                 )
+        measure_inbox(engine, args, results, prefix, dbs)  # the cases' servers stopped
     finally:
-        if not args.keep:
-            for db in dbs:
-                with suppress(Exception):
-                    db.drop()
+        drop_all(dbs, args.keep)
+
+
+def drop_all(dbs: list[Database], keep: bool) -> None:
+    """The bench's databases dropped, unless they are to be kept."""
+    if not keep:
+        for db in dbs:
+            with suppress(Exception):
+                db.drop()
 
 
 def run_otlp_only(engine: str, args: argparse.Namespace, results: Results) -> None:
@@ -1188,6 +1304,7 @@ def judge(results: Results, engines: list[str], sizes: list[int]) -> list[Bar]:
     ratio("run results deep page ÷ first page, at 1M", (RESULTS_DEEP, big), (RESULTS, big), 0.9)
     ratio("compare first page: at 1M ÷ at 1k", (COMPARE, big), (COMPARE, small), 0.9)
     ratio("HTML run page: at 1M ÷ at 1k", (RUN_PAGE, big), (RUN_PAGE, small), 0.9)
+    ratio("runs inbox first page: at 1M runs ÷ at 1k", (INBOX, big), (INBOX, small), 0.9)
     values = {}
     for engine in engines:
         sent = next(
@@ -1253,6 +1370,7 @@ def judge(results: Results, engines: list[str], sizes: list[int]) -> list[Bar]:
             "peak RSS per worker at 1M (sending results and exporting too)",
         ),
         ("build: kindgi demo", "s", 60, "kindgi demo --cases 1000000"),
+        (PRUNE_LOCK, "ms", 200, "prune of 1M runs no case was made from: longest write lock"),
     ):
         values = {}
         for engine in engines:
@@ -1368,7 +1486,7 @@ def render(results: Results, bars: list[Bar], meta: dict[str, Any]) -> str:
             "| measure | cases | req/s | p50 ms | p99 ms | errors | server CPU ms/req | command |"
         ]
         out += ["| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
-        for what in MEASURES:
+        for what in (*MEASURES, *INBOX_MEASURES):
             for f in results.figures:
                 if f.engine == engine and f.what == what:
                     number += 1
@@ -1424,7 +1542,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=BENCH / "results.md")
     parser.add_argument("--workdir", type=Path, default=BENCH / "out")
     parser.add_argument("--keep", action="store_true", help="keep the databases")
-    parser.add_argument("--only", choices=["otlp"], help="only these measures (smallest size)")
+    parser.add_argument(
+        "--only",
+        choices=("all", "inbox", "otlp"),
+        default="all",
+        help="inbox: only the runs inbox and retention, on their own worlds; otlp: only the "
+        "OTLP exports (smallest size)",
+    )
     args = parser.parse_args(argv)
     # Stopped by SIGTERM or Ctrl-C (even where a shell started it with SIGINT ignored), it still
     # stops its servers and drops its databases on the way out.

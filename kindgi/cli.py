@@ -1,4 +1,5 @@
-"""The operator's commands: `flask --app app kindgi load FILE.json`, `demo`, `export`, `worker`."""
+"""The operator's commands: `flask --app app kindgi load FILE.json`, `demo`, `export`, `worker`,
+`prune`, `check`."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from .config import API_PREFIX
 from .database import commit, db, set_writing
 from .errors import DomainError
 from .models import Case, Tenant, User
+from .schemas import rfc3339
 
 group = AppGroup("kindgi", help="Load worlds and demo data.")
 
@@ -55,6 +57,12 @@ def load_command(path: Path) -> None:
     type=click.IntRange(10, 5_000_000),
     help="How many cases to generate.",
 )
+@click.option(
+    "--runs",
+    type=click.IntRange(6, 5_000_000),
+    help="How many runs in all: the cases' own (a tenth of the cases) and the rest no case "
+    f"was made from yet (default: {demo.INBOX_RUNS} of those).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the credentials as JSON.")
 @click.option(
     "--url",
@@ -62,7 +70,7 @@ def load_command(path: Path) -> None:
     show_default=True,
     help="Where the app will be served, for the instructions printed (not with --json).",
 )
-def demo_command(cases: int, as_json: bool, url: str) -> None:
+def demo_command(cases: int, runs: int | None, as_json: bool, url: str) -> None:
     """Load a generated demo world (once) and print how to sign in and a fresh API token."""
     url = url.rstrip("/")
     set_writing(True)
@@ -71,9 +79,16 @@ def demo_command(cases: int, as_json: bool, url: str) -> None:
     password = secrets.token_urlsafe(12)
     if db.session.get(Tenant, demo.TENANT) is None:
         token = service.TOKEN_PREFIX + secrets.token_urlsafe(32)
-        world.load(demo.world(cases, password, token), trusted=True)
-        runs = demo.test_runs(service.user_principal(demo.USER))
-        note = f"loaded {cases} cases and {runs} test runs in {time.monotonic() - started:.1f} s"
+        try:
+            made = demo.world(cases, password, token, runs=runs)
+        except ValueError as exc:
+            raise click.ClickException(str(exc)) from None
+        counts = world.load(made, trusted=True)
+        test_runs = demo.test_runs(service.user_principal(demo.USER))
+        note = (
+            f"loaded {cases} cases, {counts['runs']} runs and {test_runs} test runs in "
+            f"{time.monotonic() - started:.1f} s"
+        )
     else:  # already there: keep the data, give fresh credentials
         user = db.session.get(User, demo.USER)
         user.password_hash = service.hash_password(password)
@@ -173,6 +188,29 @@ def worker_command(threads: int | None, metrics_port: int | None, metrics_host: 
     workers = threads or int(current_app.config["JUDGE_CONCURRENCY"]) + 2
     # an idle thread looks again within a second, not the 10 s huey waits by default
     huey.create_consumer(workers=workers, worker_type="thread", periodic=True, max_delay=1.0).run()
+
+
+@group.command("prune")
+@click.option(
+    "--days",
+    type=int,
+    help="Keep unreferenced runs this many days (default KINDGI_RUN_RETENTION_DAYS, 30).",
+)
+def prune_command(days: int | None) -> None:
+    """Delete the runs no case or correction was made from, once older than the retention, in
+    small batches (each its own short transaction); running it again deletes nothing."""
+    from .service import retention
+
+    try:
+        pruned = retention.prune_runs(days)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(
+        f"pruned {pruned.runs} runs older than {rfc3339(pruned.before)} that no case was made "
+        f"from, and {pruned.spans} trace spans no run was made of, in {pruned.batches} "
+        f"batches; the longest batch held the write lock "
+        f"{pruned.longest_ms:.1f} ms"
+    )
 
 
 @group.command("check")

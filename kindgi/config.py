@@ -16,6 +16,8 @@ DEFAULTS: dict[str, Any] = {
     # copies a test set's ids (a third of a million in a second or two, but never cut at 15 s)
     "DB_BULK_STATEMENT_TIMEOUT_MS": 300000,
     "IDEMPOTENCY_LEASE_SECONDS": 30,
+    # Runs no case or correction was made from are deleted after this many days (`kindgi prune`)
+    "RUN_RETENTION_DAYS": 30,
     "SESSION_COOKIE_HTTPONLY": True,
     "SESSION_COOKIE_SAMESITE": "Lax",
     "REMEMBER_COOKIE_HTTPONLY": True,

@@ -6,7 +6,7 @@ Deterministic for a given size (a seeded generator), so two demos of one size lo
 from __future__ import annotations
 
 import random
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
@@ -27,6 +27,8 @@ AGENTS = [
     ("demo.drafting", ["1.0.0", "1.1.0", "1.2.0"], [PROJECTS[0][0], PROJECTS[1][0]]),
     ("demo.triage", ["0.9.0", "1.0.0"], [PROJECTS[2][0]]),
 ]
+# Each agent with each project that serves it: the demo's runs go through them in turn
+PAIRS = [(agent, versions, project) for agent, versions, projects in AGENTS for project in projects]
 TOOLS = ["search", "lookup", "fetch_clause", "summarise", "send_email", "calendar", "translate"]
 QUESTIONS = [
     "Draft a termination clause for a 12-month lease",
@@ -86,8 +88,15 @@ def _body(rng: random.Random, kind: str) -> dict[str, Any]:
     return body
 
 
-def world(cases: int, password: str, token: str, seed: int = 7) -> dict[str, Any]:
-    """The demo world with `cases` cases, plus a few won't-fix and removed corrections.
+INBOX_RUNS = 500  # runs no case was made from, beside the cases' own, unless told how many
+
+
+def world(
+    cases: int, password: str, token: str, seed: int = 7, runs: int | None = None
+) -> dict[str, Any]:
+    """The demo world with `cases` cases, plus a few won't-fix and removed corrections, and
+    `runs` runs in all (by default the cases' own and INBOX_RUNS more): the cases are made from
+    a tenth as many runs, and the rest are the runs inbox's, no case made from them yet.
 
     Bodies come from a pool and times are datetimes, so a million cases build in seconds.
     """
@@ -96,32 +105,25 @@ def world(cases: int, password: str, token: str, seed: int = 7) -> dict[str, Any
     hand_bodies = [_body(rng, "hand") for _ in range(97)]
     correction_bodies = [_body(rng, "correction") for _ in range(101)]
     statuses = ["open", "open", "with-the-owner", "fixed", "fixed"]
-    pairs = [
-        (agent, versions, project) for agent, versions, projects in AGENTS for project in projects
-    ]
     n_runs = max(6, cases // 10)
     span = timedelta(days=120)
-    runs = []
+    made_from = []
     for i in range(n_runs):
-        agent, versions, project = pairs[i % len(pairs)]
-        runs.append(
-            {
-                "id": f"run-{i:07d}",
-                "agent": agent,
-                "project": project,
-                "version": versions[i % len(versions)],
-                "status": "finished" if i % 50 else "running",
-                "input": {
-                    # i % 100 == 1: a finished run (every 50th is still running)
-                    "question": QUESTIONS[i % len(QUESTIONS)] + (REFUND if i % 100 == 1 else ""),
-                    "priority": "urgent" if i % 2 else "routine",
-                },
-                "output": OUTPUT,
-                "calls": [{"tool": TOOLS[i % 4], "args": {"q": "notice period"}}],
-                "at": now - span + span * (i / n_runs),
-            }
-        )
-    finished = [r for r in runs if r["status"] == "finished"]
+        versions = PAIRS[i % len(PAIRS)][1]
+        question = {
+            # i % 100 == 1: a finished run (every 50th is still running)
+            "question": QUESTIONS[i % len(QUESTIONS)] + (REFUND if i % 100 == 1 else ""),
+            "priority": "urgent" if i % 2 else "routine",
+        }
+        calls = [{"tool": TOOLS[i % 4], "args": {"q": "notice period"}}]
+        made_from.append(
+            _run(f"run-{i:07d}", i, versions[i % len(versions)], i % 50 != 0, question, calls,
+                 now - span + span * (i / n_runs))
+        )  # fmt: skip
+    finished = [r for r in made_from if r["status"] == "finished"]
+    total_runs = n_runs + INBOX_RUNS if runs is None else runs
+    if total_runs < n_runs:
+        raise ValueError(f"{cases} cases are made from {n_runs} runs: ask for that many at least")
     extra = cases // 30  # won't-fix and removed corrections: not cases
     total = cases + extra
     corrections, hand = [], []
@@ -166,9 +168,64 @@ def world(cases: int, password: str, token: str, seed: int = 7) -> dict[str, Any
         "projects": [{"id": pid, "tenant": TENANT, "name": name} for pid, name in PROJECTS],
         "agents": [{"id": a, "tenant": TENANT, "versions": v, "projects": p} for a, v, p in AGENTS],
         "groups": [{"id": "grp-experts", "agent": AGENTS[0][0], "restricted": True}],
-        "runs": runs,
+        "runs": made_from + _inbox_runs(total_runs - n_runs, now - span, span),
         "corrections": corrections,
         "cases": hand,
+    }
+
+
+def _inbox_runs(n: int, start: datetime, span: timedelta) -> list[dict[str, Any]]:
+    """`n` runs spread over `span` from `start`, through the pairs of agent and project in
+    turn, no case made from them: what the runs inbox lists (a fiftieth still running, a few
+    tools called, the demo's words to search for as often as in the cases' runs). Their input,
+    output and calls come from pools, so a million build in seconds."""
+    inputs = [
+        {"question": q + refund, "priority": priority}
+        for q in QUESTIONS
+        for refund in ("", REFUND)
+        for priority in ("routine", "urgent")
+    ]
+    calls = [
+        [{"tool": TOOLS[(k + j) % len(TOOLS)], "args": {"q": QUESTIONS[k][:24]}} for j in range(m)]
+        for k in range(len(QUESTIONS))
+        for m in range(4)
+    ]
+    step = span / max(n, 1)
+    out = []
+    for i in range(n):
+        versions = PAIRS[i % len(PAIRS)][1]
+        k = i // len(PAIRS)  # its place among the pair's runs, so each pair gets every mix
+        question = k % len(QUESTIONS)
+        out.append(
+            _run(
+                f"run-inbox-{i:07d}",
+                i,
+                versions[k % len(versions)],
+                k % 50 != 0,
+                # the refund in one run of a hundred, urgency in half of them
+                inputs[question * 4 + (k % 100 == 1) * 2 + k % 2],
+                calls[question * 4 + k // len(QUESTIONS) % 4],
+                start + step * (i + 0.5),
+            )
+        )
+    return out
+
+
+def _run(
+    run_id: str, i: int, version: str, finished: bool, input_: Any, calls: Any, at: datetime
+) -> dict[str, Any]:
+    """The `i`th run of the demo's, of the pairs of agent and project in turn."""
+    agent, _, project = PAIRS[i % len(PAIRS)]
+    return {
+        "id": run_id,
+        "agent": agent,
+        "project": project,
+        "version": version,
+        "status": "finished" if finished else "running",
+        "input": input_,
+        "output": OUTPUT,
+        "calls": calls,
+        "at": at,
     }
 
 

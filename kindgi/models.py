@@ -25,7 +25,9 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     and_,
+    false,
     or_,
+    text,
 )
 from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import Mapped, mapped_column
@@ -149,8 +151,39 @@ class Run(db.Model):
     # the message of its root span's error status
     trace_id: Mapped[str | None] = mapped_column(String(32))
     error: Mapped[str | None] = mapped_column(Text)
+    # Whether a case or correction was made from it, set in the transaction that makes the
+    # first: the runs inbox shows and filters by it, and retention keeps such a run for good.
+    has_case: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
-    __table_args__ = (Index("ix_runs_list", "agent_pk", "project_id", "at", "id"),)
+    __table_args__ = (
+        Index("ix_runs_list", "agent_pk", "project_id", "at", "id"),
+        # the runs inbox's filters, newest first: by version; and the few runs made cases
+        Index("ix_runs_version", "agent_pk", "project_id", "version", "at", "id"),
+        Index(
+            "ix_runs_cased",
+            "agent_pk",
+            "project_id",
+            "at",
+            "id",
+            sqlite_where=text("has_case = 1"),
+            postgresql_where=text("has_case"),
+        ),
+    )
+
+
+class RunTool(db.Model):
+    """A tool a run called (once per tool, however often it called it), written with the run:
+    the runs inbox filters by tool with its own index, newest first, without reading calls.
+    Goes with its run (ON DELETE CASCADE)."""
+
+    __tablename__ = "run_tools"
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    tool: Mapped[str] = mapped_column(String(200), primary_key=True)
+    agent_pk: Mapped[int] = mapped_column(Integer)  # the run's, for the index
+    project_id: Mapped[str] = mapped_column(String(36))
+    at: Mapped[datetime] = mapped_column(DateTime)
+
+    __table_args__ = (Index("ix_run_tools_list", "agent_pk", "project_id", "tool", "at", "run_id"),)
 
 
 class TraceSpan(db.Model):

@@ -128,7 +128,10 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "api.list_runs": Operation(
         "agentsListRuns",
-        "The agent's runs in a project, newest first: runs to pick a case from.",
+        "The agent's runs in a project, newest first: runs to pick a case from, filtered by "
+        "status, version, a tool called, whether a case was made from them, time and text "
+        "(every filter combines, and is bound into the cursor). Runs no case was made from are "
+        "deleted after `KINDGI_RUN_RETENTION_DAYS` (30 by default).",
         schemas.RunsQuery,
         None,
         200,

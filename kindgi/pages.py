@@ -48,6 +48,8 @@ def register_filters(app: Flask) -> None:
     app.add_template_filter(views.when, "when")
     app.add_template_filter(views.actor, "actor")
     app.add_template_filter(views.case_row, "case_row")
+    app.add_template_filter(views.one_line, "one_line")
+    app.add_template_filter(views.tools_line, "tools_line")
 
 
 def _as_json(value: Any, indent: int | None = None) -> str:
@@ -123,15 +125,15 @@ def overview():
 DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
-def _cases_args() -> dict[str, Any]:
-    """The cases page's query as the API's: fields left empty left out, the part boxes
-    joined, and a day (the form's date inputs) as its start, `addedBefore` as the next day's,
-    so both days given are included."""
+def _page_args(after: str, before: str) -> dict[str, Any]:
+    """A list page's query as the API's: fields left empty left out, the part boxes joined,
+    and a day (the form's date inputs) as its start, the `before` one as the next day's, so
+    both days given are included."""
     args = {name: value for name, value in request.args.items() if value != ""}
     parts = [p for p in request.args.getlist("part") if p]
     if parts:
         args["part"] = ",".join(parts)
-    for name, days in (("addedAfter", 0), ("addedBefore", 1)):
+    for name, days in ((after, 0), (before, 1)):
         if DATE_RE.fullmatch(args.get(name, "")):
             try:
                 day = date.fromisoformat(args[name]) + timedelta(days=days)
@@ -141,15 +143,19 @@ def _cases_args() -> dict[str, Any]:
     return args
 
 
+def _list_query(schema: type, after: str, before: str) -> tuple[dict[str, Any], str, bool, bool]:
+    """A list page's query checked by `schema` (its dates `after` and `before`, see
+    `_page_args`), less its project; its project; whether htmx asks for the list alone; and
+    whether for just the next rows ("Load more")."""
+    args = schemas.load(schema, _page_args(after, before))
+    swap = views.swap()
+    return args, args.pop("projectId"), swap, swap and bool(args.get("cursor"))
+
+
 @bp.get("/agents/<agent_id>/test-set/cases")
 @login_required
 def cases(agent_id: str):
-    args = schemas.load(schemas.CasesQuery, _cases_args())
-    project_id = args.pop("projectId")
-    swap = bool(request.headers.get("HX-Request")) and not request.headers.get(
-        "HX-History-Restore-Request"
-    )
-    more = swap and bool(args.get("cursor"))  # "Load more": just the next rows
+    args, project_id, swap, more = _list_query(schemas.CasesQuery, "addedAfter", "addedBefore")
     try:
         view = service.cases_page(current_user, agent_id, project_id, with_counts=not more, **args)
     except BadInput as err:
@@ -338,6 +344,43 @@ def new_case(agent_id: str):
         errors=errors,
         rows=rows,
     ), status
+
+
+# ---------------------------------------------------------------- experts: the runs inbox
+
+INBOX_FIELDS = ("q", "status", "version", "tool", "hasCase", "after", "before")
+
+
+@bp.get("/agents/<agent_id>/runs")
+@login_required
+def inbox(agent_id: str):
+    """An agent's runs in a project, newest first, filtered, to go through and make cases
+    from; `j`/`k` move between them and `a` adds a case (static/inbox.js), all of it plain
+    links and a GET form underneath."""
+    args, project_id, swap, more = _list_query(schemas.RunsQuery, "after", "before")
+    try:
+        view = service.inbox_page(current_user, agent_id, project_id, with_choices=not more, **args)
+    except BadInput as err:
+        return _restart_list(err, "That page of runs is out of date; here are the newest.")
+    context = {
+        "agent_id": agent_id,
+        "project_id": project_id,
+        "view": view,
+        "filters": {name: request.args.get(name, "") for name in INBOX_FIELDS},
+        "filtered": any(request.args.get(name) for name in INBOX_FIELDS),
+        "more_url": _more_url(view.page),
+    }
+    template = "_inbox_rows.html" if more else "_inbox_list.html" if swap else "inbox.html"
+    return render_template(template, **context), {"Vary": "HX-Request"}
+
+
+@bp.get("/agents/<agent_id>/runs/<run_id>")
+@login_required
+def agent_run(agent_id: str, run_id: str):
+    """One run: what it was given, each call it made with its arguments, what it answered, and
+    the cases made from it; "Add a case from this run" opens the add-case form with it picked."""
+    view = service.run_with_cases(current_user, agent_id, run_id)
+    return render_template("agent_run.html", view=view, run=view.run)
 
 
 # ---------------------------------------------------------------- tokens

@@ -51,6 +51,15 @@ def make(app: Flask) -> Any:
         with app.app_context(), logged("queueing the judge's questions again failed"):
             judging.requeue()
 
+    @huey.periodic_task(crontab(minute="30", hour="3"), name="prune")
+    def prune() -> None:
+        """Once a day (03:30 UTC), retention: the runs no case was made from, once old."""
+        from .service import retention
+
+        with app.app_context():
+            pruned = retention.prune_runs()
+            log.info("pruned %d runs in %d batches", pruned.runs, pruned.batches)
+
     huey.ask = ask  # type: ignore[attr-defined]
     return huey
 

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from flask import Blueprint, Flask, render_template, request
 from flask_login import current_user, login_required
 
-from . import grading, schemas, service
+from . import grading, schemas, service, views
 
 bp = Blueprint("runs", __name__)
 
@@ -62,13 +62,6 @@ def _p_value_words(p: float) -> str:
 def _run_json(view: service.RunView) -> dict[str, Any]:
     """A run as the API shows it: its pass rate and interval, mean score, agreement."""
     return schemas.test_run_json(view, grading.wilson)
-
-
-def _swap() -> bool:
-    """An htmx request for a part of the page (not a history restore, which wants it whole)."""
-    return bool(request.headers.get("HX-Request")) and not request.headers.get(
-        "HX-History-Restore-Request"
-    )
 
 
 def _args(schema: type, names: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -127,7 +120,7 @@ def run(agent_id: str, run_id: str):
         "outcome_choices": OUTCOME_CHOICES,
         "more_url": found.results.next_cursor and _url_with(cursor=found.results.next_cursor),
     }
-    template = "_run_results.html" if _swap() else "run.html"
+    template = "_run_results.html" if views.swap() else "run.html"
     return render_template(template, **context), {"Vary": "HX-Request"}
 
 
@@ -161,5 +154,5 @@ def compare(agent_id: str, run_id: str):
         and found.comparison.page.next_cursor
         and _url_with(cursor=found.comparison.page.next_cursor),
     }
-    template = "_compare_pairs.html" if _swap() else "compare.html"
+    template = "_compare_pairs.html" if views.swap() else "compare.html"
     return render_template(template, **context), {"Vary": "HX-Request"}

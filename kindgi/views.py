@@ -7,6 +7,7 @@ fraction of that, and the page answers at half the JSON list's rate or better.
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -77,6 +78,41 @@ def highlighted(value: Any, words: set[str]) -> Markup:
             at = end
     out.append(escape(plain[at:]))
     return Markup("").join(out)
+
+
+def one_line(value: Any) -> str:
+    """A run's input or output in a line, cut at a word near TRUNCATE_AT characters: a string
+    as it is, an object's fields as `name: value`, anything else as compact JSON ("" for
+    none)."""
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        said = " · ".join(f"{name}: {_compact(item)}" for name, item in value.items())
+    else:
+        said = _compact(value)
+    return _truncated(" ".join(said.split()))
+
+
+def _compact(value: Any) -> str:
+    return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+
+def tools_line(calls: Any) -> str:
+    """The tools a run called, in the order first called, with how often (`lookup (2)`)."""
+    if not isinstance(calls, list):
+        return ""
+    called = Counter(
+        call.get("tool") for call in calls if isinstance(call, dict) and "tool" in call
+    )
+    return ", ".join(f"{tool} ({n})" if n > 1 else str(tool) for tool, n in called.items())
+
+
+def swap() -> bool:
+    """Whether this is htmx asking for a part of the page (not a history restore, which
+    wants it whole)."""
+    return bool(request.headers.get("HX-Request")) and not request.headers.get(
+        "HX-History-Restore-Request"
+    )
 
 
 _EXPERT = ' <span class="tag expert" title="An expert\'s case">expert</span>'

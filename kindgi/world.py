@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from marshmallow import ValidationError
-from sqlalchemy import JSON, select
+from sqlalchemy import JSON, select, update
 from sqlalchemy.exc import IntegrityError
 
 from . import schemas, service
@@ -33,13 +33,14 @@ from .models import (
     Group,
     Project,
     Run,
+    RunTool,
     Service,
     Snapshot,
     Tenant,
     Token,
     User,
 )
-from .service import search
+from .service import runs, search
 from .service.common import analyze
 
 BATCH = 20_000
@@ -390,13 +391,18 @@ class _Loader:
             db.session.add(group)
             self.groups[g["id"]] = group
         db.session.flush()
+        self.cased = {
+            entry.get("run") for name in ("corrections", "cases") for _, entry in self.entries(name)
+        }
         counts["runs"] = _bulk(Run, self._runs())
+        _bulk(RunTool, (row for run in self.runs.values() for row in runs.tool_rows(run)))
         with search.indexed_after():
             # stored in the order they were added (where each list is in that order), as cases
             # added one by one are: a search on SQLite reads fewer of its matches so
             added = heapq.merge(self._corrections(), self._hand_cases(), key=_added)
             cases = _bulk(Case, self._noting_first(added))
         counts["snapshots"] = _bulk(Snapshot, self._snapshots())
+        self._mark_stored_runs_cased()
         search.note_tools(
             [{"agent_pk": a, "project_id": p, "tool": t} for a, p, t in sorted(self.tools)]
         )
@@ -469,6 +475,7 @@ class _Loader:
                 "at": _time(r["at"], where),
                 "trace_id": None,
                 "error": None,
+                "has_case": r["id"] in self.cased,
             }
             self.runs[r["id"]] = row
             yield row
@@ -551,6 +558,15 @@ class _Loader:
             if run_id not in first or at < first[run_id]:
                 first[run_id] = at
             yield case
+
+    def _mark_stored_runs_cased(self) -> None:
+        """Runs stored before this load that its cases were made from: marked so, as the
+        service marks a run at its first case (the runs loaded now were written marked)."""
+        stored = [r for r in self.first_case if self.runs[r].get("_stored")]
+        for first in range(0, len(stored), 500):
+            db.session.execute(
+                update(Run).where(Run.id.in_(stored[first : first + 500])).values(has_case=True)
+            )
 
     def _snapshots(self) -> Iterable[dict[str, Any]]:
         """Each run with a correction or case keeps a copy of its content from the first one."""

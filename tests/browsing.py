@@ -73,6 +73,16 @@ def page(request, browser: Browser) -> Iterator[Page]:
     context.close()
 
 
+@pytest.fixture
+def js_page(browser: Browser) -> Iterator[Page]:
+    """A page with JavaScript on (axe-core runs in the page)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    yield page
+    context.close()
+
+
 def sign_in(page: Page, server: str, email: str, password: str) -> None:
     """Sign in through the login form; the overview is where one lands."""
     page.goto(f"{server}/login")

@@ -9,28 +9,17 @@ third-party code that draws the API reference.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 from a11y import assert_accessible, report, violations
 from browsing import needs_chromium, sign_in
 from conftest import AGENT, P1
-from playwright.sync_api import Browser, Locator, Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 pytestmark = needs_chromium
 
 NEW_CASE = f"/agents/{AGENT}/test-set/cases/new?projectId={P1}"
 CASES = f"/agents/{AGENT}/test-set/cases?projectId={P1}"
-
-
-@pytest.fixture
-def js_page(browser: Browser) -> Iterator[Page]:
-    """A page with JavaScript on (axe-core runs in the page)."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    yield page
-    context.close()
 
 
 def tab_to(page: Page, target: Locator, *, backwards: bool = False, most: int = 150) -> None:

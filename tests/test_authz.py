@@ -502,6 +502,8 @@ PAGES = {
     "new case form": Page("GET", f"/agents/{MULTI}/test-set/cases/new?projectId={P2}"),
     "add a case": Page("POST", f"/agents/{MULTI}/test-set/cases/new?projectId={P2}",
                        {"runId": "run-multi", "answer": "right"}),
+    "runs inbox": Page("GET", f"/agents/{MULTI}/runs?projectId={P2}&hasCase=true"),
+    "a run": Page("GET", f"/agents/{MULTI}/runs/run-multi"),
     "test runs": Page("GET", f"/agents/{AGENT}/test-set/runs?projectId={P1}"),
     "a test run": Page("GET", f"/agents/{AGENT}/test-runs/{{done}}?outcome=error"),
     "a run's progress": Page("GET", f"/agents/{AGENT}/test-runs/{{done}}/progress"),
@@ -538,6 +540,8 @@ PAGE_TABLE = {
     "export": ("login", "404", "200", "200"),
     "new case form": ("login", "404", "403", "200"),
     "add a case": ("login", "404", "403", "303"),
+    "runs inbox": ("login", "404", "200", "200"),
+    "a run": ("login", "404", "200", "200"),
     "test runs": ("login", "404", "200", "403"),  # the runs' pages are in P1: the expert reads P2
     "a test run": ("login", "404", "200", "403"),
     "a run's progress": ("login", "404", "200", "403"),

@@ -39,6 +39,11 @@ MEASURES = (
     "peak RSS per worker",
     "OTLP export, stored",
     "OTLP export, raw parse-and-discard",
+    "runs inbox first page (HTML)",
+    "runs list first page (JSON, 25)",
+    "build: kindgi demo, runs world",
+    "prune: runs no case was made from, older than a day",
+    "prune: longest batch",
 )
 
 

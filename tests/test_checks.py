@@ -48,7 +48,8 @@ def test_a_clean_world_passes_every_rule(app, busy_world):
     result = check(app)
     assert result.exit_code == 0, result.output
     for rule in ("counts", "snapshots", "correction statuses", "search words",
-                 "idempotency answers", "test run tallies"):  # fmt: skip
+                 "idempotency answers", "test run tallies", "runs made cases",
+                 "run tools"):  # fmt: skip
         assert f"{rule}: ok" in result.output
 
 
@@ -100,6 +101,23 @@ BREACHES = {
         "UPDATE test_run_cases SET decisions = CASE WHEN decisions = 'fail' THEN 'pass' "
         "ELSE 'fail' END WHERE case_id = 'case-2' AND outcome != 'awaiting'",
         ": decisions fail is",
+    ),
+    "a run marked made a case that none was made from": (
+        "UPDATE runs SET has_case = NOT has_case WHERE id = 'run-running'",
+        "run run-running is marked with a case, and none was made from it",
+    ),
+    "a run made a case without its mark": (
+        "UPDATE runs SET has_case = NOT has_case WHERE id = 'run-1'",
+        "run run-1 is marked without a case, and one was made from it",
+    ),
+    "a run's tools lost": (
+        "DELETE FROM run_tools WHERE run_id = 'run-1'",
+        "run run-1 called ['search'], its tools kept are []",
+    ),
+    "a tool kept that the run never called": (
+        "INSERT INTO run_tools (run_id, tool, agent_pk, project_id, at) "
+        "SELECT id, 'ghost', agent_pk, project_id, at FROM runs WHERE id = 'run-2'",
+        "run run-2 called [], its tools kept are ['ghost']",
     ),
 }
 

@@ -252,7 +252,7 @@ def test_recording_a_run_needs_write_and_answers_with_the_run(api, set_clock):
         "id": run["id"], "projectId": P1, "version": "1.1.0", "status": "finished",
         "input": {"q": "Draft a notice"}, "calls": [{"tool": "search", "args": {"q": "notice"}}],
         "output": {"answer": "Clause 9.", "matches": [{"id": "m0"}]}, "erased": False,
-        "at": NOW_TEXT,
+        "at": NOW_TEXT, "hasCase": False,
     }  # fmt: skip
     first = ok(api.get(f"/v1/agents/{AGENT}/runs?projectId={P1}&limit=1"))["data"]
     assert first == [run]

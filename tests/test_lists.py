@@ -512,7 +512,9 @@ def test_each_run_is_shown_with_its_content(api):
         fields = {k: run[k] for k in ("id", "version", "status", "input", "output", "calls", "at")}
         replay = {"replayOf": run["replayOf"]} if run.get("replayOf") else {}
         erased = bool(run.get("erased"))
-        assert shown[run["id"]] == {**fields, "projectId": P1, "erased": erased, **replay}
+        cased = any(c["run"] == run["id"] for c in WORLD["corrections"] + WORLD["cases"])
+        expected = {**fields, "projectId": P1, "erased": erased, "hasCase": cased, **replay}
+        assert shown[run["id"]] == expected
 
 
 def test_another_tenants_runs_are_never_listed(api):

@@ -6,7 +6,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from conftest import app_on
 from flask_migrate import downgrade, upgrade
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
 
 from kindgi.database import db
 from kindgi.models import modelled
@@ -29,3 +29,21 @@ def test_the_migrations_go_down_and_up_again(databases):
         assert set(inspect(db.engine).get_table_names()) <= {"alembic_version"}
         upgrade()
         assert "cases" in inspect(db.engine).get_table_names()
+
+
+def test_migration_0010_marks_the_runs_cases_were_made_from_and_keeps_their_tools(databases):
+    """Upgrading a store of runs and cases to 0010 writes what the service keeps from then on
+    (docs/design.md §4.2): each run's has-case mark and its tools, as the loader made them."""
+    with app_on(databases, databases.clone()) as app, app.app_context():
+        read = (
+            "SELECT id, has_case FROM runs ORDER BY id",
+            "SELECT run_id, tool, agent_pk, project_id, at FROM run_tools ORDER BY run_id, tool",
+        )
+        before = [db.session.execute(text(sql)).all() for sql in read]
+        db.session.remove()
+        downgrade(revision="0007")
+        assert "run_tools" not in inspect(db.engine).get_table_names()
+        upgrade()
+        assert [db.session.execute(text(sql)).all() for sql in read] == before
+        assert ("run-1", True) in before[0] and ("run-running", False) in before[0]
+        assert [row[:2] for row in before[1]] == [("run-1", "search")]

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 import hypothesis
 import pytest
-from conftest import AGENT, MULTI, P1, P2, PG, app_on, snapshot_db
+from conftest import AGENT, MULTI, P1, P2, PG, app_on, sign_in, snapshot_db
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -147,6 +147,42 @@ def test_spans_split_over_requests_in_any_order_make_one_run(app, api):
     assert len(api.get(RUNS + "&limit=100").get_json()["data"]) == runs_before + 2
 
 
+def test_a_run_assembled_from_split_exports_is_found_by_the_tools_it_called(app, api):
+    """The runs inbox's tool filter reads `run_tools` (docs/design.md §4.2): a run made from
+    a trace keeps them as its assembled calls say, however many exports brought them."""
+    spans = agents_sdk_trace(9)
+    accepted(send(api, export(*spans[4:], **RESOURCE)))
+    accepted(send(api, export(*spans[:4], **RESOURCE)))
+    run_id = the_run(api, 9)["id"]
+    found = api.get(RUNS + "&tool=lookup&limit=100").get_json()["data"]
+    assert run_id in {r["id"] for r in found}
+    assert run_id not in {r["id"] for r in api.get(RUNS + "&tool=nope").get_json()["data"]}
+    check = app.test_cli_runner().invoke(args=["kindgi", "check"])
+    assert check.exit_code == 0 and "run tools: ok" in check.output, check.output
+
+
+def test_prune_deletes_the_spans_held_past_the_hold(app, api, set_clock):
+    """`kindgi prune` deletes spans whose trace never named its agent and project, once held
+    past KINDGI_OTLP_HOLD_HOURS (docs/design.md §10.2); a run's spans stay."""
+    accepted(send(api, export(*agents_sdk_trace(7), **RESOURCE)))
+    accepted(send(api, export(*agents_sdk_trace(12)[1:])))  # held, its root never comes
+    with app.app_context():
+        from kindgi.models import TraceSpan
+
+        def spans_of(trace: int) -> int:
+            run_id = traces.run_id("acme", f"{trace:032x}")
+            return db.session.query(TraceSpan).filter_by(run_id=run_id).count()
+
+        kept, held = spans_of(7), spans_of(12)
+        db.session.rollback()
+    assert kept and held == 7
+    set_clock(datetime.utcnow() + timedelta(hours=25))
+    result = app.test_cli_runner().invoke(args=["kindgi", "prune", "--days", "36500"])
+    assert result.exit_code == 0 and "and 7 trace spans" in result.output, result.output
+    with app.app_context():
+        assert (spans_of(7), spans_of(12)) == (kept, 0)
+
+
 def test_the_same_trace_id_of_two_tenants_makes_two_runs(api):
     accepted(send(api, export(*agents_sdk_trace(7), **RESOURCE)))
     globex = {**RESOURCE, "kindgi__project__id": PG}
@@ -211,7 +247,7 @@ def test_the_version_is_kindgis_else_the_services_else_unversioned(api, resource
     assert the_run(api, 7)["version"] == version
 
 
-def test_an_errored_root_keeps_its_message_on_the_run(api):
+def test_an_errored_root_keeps_its_message_on_the_run(app, api):
     spans = agents_sdk_trace(7)
     spans[0].status.code = 2  # STATUS_CODE_ERROR
     spans[0].status.message = "MaxTurnsExceeded: the agent ran out of turns"
@@ -219,6 +255,10 @@ def test_an_errored_root_keeps_its_message_on_the_run(api):
     run = the_run(api, 7)
     assert run["error"] == {"message": "MaxTurnsExceeded: the agent ran out of turns"}
     assert run["status"] == "finished"
+    page = app.test_client()
+    sign_in(page, "publisher@acme.test", "publisher-pass-1")
+    html = page.get(f"/agents/{AGENT}/runs/{run['id']}").get_data(as_text=True)
+    assert "MaxTurnsExceeded: the agent ran out of turns" in html.split("<h2>Error</h2>")[1]
 
 
 # ---------------------------------------------------------------- rejected, and kept nowhere
@@ -268,7 +308,8 @@ def test_a_request_keeps_the_traces_it_may_write_and_rejects_the_others(app, api
     assert partial.rejected_spans == 16
     assert "forbidden" in partial.error_message and "agent-not-found" in partial.error_message
     after = snapshot_db(app)
-    assert {t for t in after if after[t] != before[t]} == {"runs", "trace_spans", "agents"}
+    changed = {t for t in after if after[t] != before[t]}
+    assert changed == {"runs", "run_tools", "trace_spans", "agents"}
     kept = traces.run_id("acme", f"{1:032x}")
     assert {row[0] for row in after["runs"]} - {row[0] for row in before["runs"]} == {kept}
     assert {row[0] for row in after["trace_spans"]} == {kept}

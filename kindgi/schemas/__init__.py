@@ -438,8 +438,52 @@ class ExportQuery(TestSetQuery):
     )
 
 
+class SearchedText(fields.String):
+    """Text to find as it is written: 1..200 characters once trimmed."""
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> str:
+        text = super()._deserialize(value, attr, data, **kwargs).strip()
+        if not 1 <= len(text) <= MAX_SEARCH_CHARS:
+            raise ValidationError(f"1 to {MAX_SEARCH_CHARS} characters.")
+        return text
+
+
 class RunsQuery(PageQuery):
-    status = fields.String(validate=validate.OneOf(("running", "finished")))
+    """The runs list's filters (the API's and the runs inbox's); all of them combine."""
+
+    status = fields.String(
+        validate=validate.OneOf(("running", "finished")),
+        metadata={"description": "Runs with this status."},
+    )
+    version = fields.String(
+        validate=_nonempty_max(100), metadata={"description": "Runs of this agent version."}
+    )
+    tool = fields.String(
+        validate=_nonempty_max(200),
+        metadata={"description": "Runs that called this tool (its exact name)."},
+    )
+    has_case = fields.String(
+        data_key="hasCase",
+        validate=validate.OneOf(("true", "false")),
+        metadata={
+            "description": "true: runs a case or correction was made from; false: the others."
+        },
+    )
+    after = Timestamp(metadata={"description": "Runs at or after this time (RFC 3339)."})
+    before = Timestamp(metadata={"description": "Runs before this time (RFC 3339)."})
+    q = SearchedText(
+        metadata={
+            "description": "Text found in the run's input or output, as written, in any case "
+            "(a substring of their JSON text: keys too, and non-ASCII letters match in their "
+            "own case only)."
+        }
+    )
+
+    @post_load
+    def _has_case(self, data: dict[str, Any], **_: Any) -> dict[str, Any]:
+        if "has_case" in data:
+            data["has_case"] = data["has_case"] == "true"
+        return data
 
 
 # ---------------------------------------------------------------- responses
@@ -649,6 +693,11 @@ class RunOut(OmitEmpty):
     error = StoredMessage(
         RunErrorOut,
         metadata={"description": "Why the run failed: its trace's root span's error status."},
+    )
+    hasCase = fields.Boolean(
+        required=True,
+        attribute="has_case",
+        metadata={"description": "Whether a case or correction was made from the run."},
     )
 
 

@@ -10,7 +10,10 @@ record commit together. Another tenant's things look exactly like things that do
 - `counts`: the test set's counts, kept as tallies
 - `cases`: listing, reading, retiring and restoring cases
 - `corrections`: making cases from runs (corrections and hand cases)
-- `runs`: recording and listing runs
+- `runs`: recording and listing runs (filtered: the runs inbox's list and the API's)
+- `inbox`: what the runs inbox reads: a page of runs with the filters' choices, a run with the
+  cases made from it
+- `retention`: deleting the runs no case was made from, once old (`flask --app app kindgi prune`)
 - `paging`: keyset pages behind sealed cursors
 - `versions`: freezing a test set into versions, listing and diffing them
 - `test_runs`: a test run's life (start, finish, cancel) and reading runs
@@ -54,6 +57,7 @@ from .identity import (
     sign_in,
     user_principal,
 )
+from .inbox import InboxView, RunWithCases, inbox_page, run_with_cases
 from .paging import Page
 from .results import (
     Comparison,
@@ -98,12 +102,14 @@ __all__ = [
     "ComparisonPage",
     "Counts",
     "HistoryRow",
+    "InboxView",
     "Ingested",
     "Page",
     "Principal",
     "ResultView",
     "RunPage",
     "RunView",
+    "RunWithCases",
     "TestSetRuns",
     "add_hand_case",
     "authenticate",
@@ -124,6 +130,7 @@ __all__ = [
     "get_test_run",
     "hash_password",
     "hash_secret",
+    "inbox_page",
     "ingest_traces",
     "list_cases",
     "list_results",
@@ -147,6 +154,7 @@ __all__ = [
     "retire_cases",
     "revoke_token",
     "run_page",
+    "run_with_cases",
     "runner_cases",
     "send_results",
     "set_correction_status",

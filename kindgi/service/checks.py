@@ -11,14 +11,16 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import bindparam, exists, func, select
 
 from ..database import db
+from ..idempotency import TTL
 from ..models import (
     CORRECTION_STATUSES,
     Case,
     IdempotencyRecord,
     RunCase,
+    RunTool,
     Snapshot,
     Tally,
     TestRun,
@@ -26,7 +28,8 @@ from ..models import (
 )
 from ..models import Run as RunRow
 from ..words import are_words
-from . import search
+from . import runs, search
+from .common import clock
 from .counts import TALLY_KEY, recount
 from .test_runs import CASE_OUTCOMES, PART_OUTCOMES
 
@@ -114,11 +117,15 @@ def search_words() -> list[str]:
 
 def idempotency_answers() -> list[str]:
     """Every kept success that names a thing (its body's `id`) refers to one that exists:
-    a key's answer commits with the change it reports, so neither is ever there alone."""
+    a key's answer commits with the change it reports, so neither is ever there alone. Only
+    while the key is remembered (24 hours): a forgotten one promises nothing, and the run it
+    named may since have gone with retention."""
     named: dict[Any, dict[str, str]] = {}  # column -> id -> the key that names it
     for scope, key, body in db.session.execute(
         select(IdempotencyRecord.scope, IdempotencyRecord.key, IdempotencyRecord.body).where(
-            IdempotencyRecord.status.between(200, 299), IdempotencyRecord.body.is_not(None)
+            IdempotencyRecord.status.between(200, 299),
+            IdempotencyRecord.body.is_not(None),
+            IdempotencyRecord.created_at > clock() - TTL,
         )
     ):
         thing_id = _id_in(body)
@@ -193,6 +200,52 @@ def _differences(what: str, kept: dict[str, Any], expected: dict[str, int]) -> l
     ]
 
 
+def runs_cased() -> list[str]:
+    """A run is marked made a case (`has_case`) exactly when a case or correction names it:
+    the inbox shows the mark, and retention deletes only the runs without it."""
+    named = exists().where(Case.run_id == RunRow.id)
+    wrong = db.session.execute(
+        select(RunRow.id, RunRow.has_case).where(RunRow.has_case != named).order_by(RunRow.id)
+    )
+    return [
+        f"run {run} is marked {'with' if cased else 'without'} a case, and "
+        f"{'none' if cased else 'one'} was made from it"
+        for run, cased in wrong
+    ]
+
+
+def run_tools() -> list[str]:
+    """Each run's `run_tools` rows are the tools its calls name, with the run's agent, project
+    and time (the inbox's tool filter reads them, never the calls)."""
+    breaches = []
+    last = ""
+    while True:  # the runs a chunk at a time, by id, each with the tool rows kept for it
+        chunk = {
+            run.id: run
+            for run in db.session.execute(
+                select(RunRow.id, RunRow.calls, RunRow.agent_pk, RunRow.project_id, RunRow.at)
+                .where(RunRow.id > last)
+                .order_by(RunRow.id)
+                .limit(_CHUNK)
+            )
+        }
+        if not chunk:
+            return breaches
+        last = next(reversed(chunk))  # in the database's order
+        kept: dict[str, set[str]] = {}
+        for row in db.session.scalars(select(RunTool).where(RunTool.run_id.in_(list(chunk)))):
+            kept.setdefault(row.run_id, set()).add(row.tool)
+            run = chunk[row.run_id]
+            if (row.agent_pk, row.project_id, row.at) != (run.agent_pk, run.project_id, run.at):
+                breaches.append(f"run {run.id}'s tool {row.tool!r} is kept with another place")
+        for run in chunk.values():
+            called, have = set(runs.tools_called(run.calls)), kept.get(run.id, set())
+            if called != have:
+                breaches.append(
+                    f"run {run.id} called {sorted(called)}, its tools kept are {sorted(have)}"
+                )
+
+
 RULES: dict[str, Callable[[], list[str]]] = {
     "counts": counts,
     "snapshots": snapshots,
@@ -200,6 +253,8 @@ RULES: dict[str, Callable[[], list[str]]] = {
     "search words": search_words,
     "idempotency answers": idempotency_answers,
     "test run tallies": run_tallies,
+    "runs made cases": runs_cased,
+    "run tools": run_tools,
 }
 
 

@@ -8,15 +8,17 @@ from functools import cache
 from typing import Any
 
 from jsonpointer import EndOfList, JsonPointer, JsonPointerException
-from sqlalchemy import DateTime, Insert, bindparam, select
+from sqlalchemy import DateTime, Insert, bindparam, false, select, update
 
 from ..database import db
 from ..errors import (
     CorrectionNotFound,
+    DomainError,
     ItemNotFound,
     RunErased,
     RunIsReplay,
     RunNotFinished,
+    RunNotFound,
     bad_input,
 )
 from ..models import Case, Group, Run, Snapshot
@@ -51,13 +53,22 @@ def expect_of(body: dict[str, Any]) -> dict[str, Any]:
     return expect
 
 
-def _check_run_can_be_case(run: RunRef) -> None:
+def case_refusal(run: Any) -> DomainError | None:
+    """Why no case may be made from this run (anything with its `status`, `erased` and
+    `replay_of`), or None: the pages offer "add a case" only where it would be allowed."""
     if run.replay_of is not None:
-        raise RunIsReplay()
+        return RunIsReplay()
     if run.erased:
-        raise RunErased()
+        return RunErased()
     if run.status != "finished":
-        raise RunNotFinished()
+        return RunNotFinished()
+    return None
+
+
+def _check_run_can_be_case(run: RunRef) -> None:
+    refusal = case_refusal(run)
+    if refusal is not None:
+        raise refusal
 
 
 @cache
@@ -78,6 +89,13 @@ def _take_snapshot(dialect_name: str) -> Insert:
 
 _SNAPSHOT_CONTENT = select(Snapshot.input, Snapshot.output).where(
     Snapshot.run_id == bindparam("run")
+)
+# A run's first case marks it made a case, before its snapshot is taken: on PostgreSQL the
+# marked row is locked, so retention's delete, which rechecks the mark, waits and spares it
+_MARK_CASED = (
+    update(Run.__table__)
+    .where(Run.id == bindparam("run"), Run.has_case == false())
+    .values(has_case=True)
 )
 
 
@@ -107,8 +125,11 @@ def _new_case(
     outside the session, for its answer. Its columns are the values given here: a column with
     a Python-side default would read None on it, so every caller passes every column it sets."""
     now = clock()
+    sql().execute(_MARK_CASED, {"run": run.id})
     sql().execute(_take_snapshot(dialect()), {"run": run.id, "now": now})
-    snapshot = sql().execute(_SNAPSHOT_CONTENT, {"run": run.id}).one()
+    snapshot = sql().execute(_SNAPSHOT_CONTENT, {"run": run.id}).first()
+    if snapshot is None:  # retention deleted the run since it was read
+        raise RunNotFound()
     items = body.get("items", [])
     if any("pointer" in item for item in items):
         _check_items(items, snapshot.output)

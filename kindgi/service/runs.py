@@ -1,17 +1,39 @@
-"""Runs: recording an agent's runs as the platform reports them, and listing them to pick from."""
+"""Runs: recording an agent's runs as the platform reports them, and listing them (the runs
+inbox, the API's list, the add-case form's choice of runs).
+
+A run's tools are written beside it (`run_tools`, one row per tool it called) and whether a case
+was made from it is kept on it (`has_case`), so the list's `tool` and `hasCase` filters are led
+by an index of their own, newest first, at any number of runs.
+"""
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, select
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    delete,
+    false,
+    or_,
+    select,
+    text,
+    true,
+)
 
 from ..database import db
 from ..errors import AgentNotFound, RunNotFound, RunNotOfAgent, bad_input
-from ..models import Agent, Run
+from ..models import Agent, Run, RunTool
 from .access import AgentRef, readable, scope
 from .common import clock, new_id, sql
 from .identity import Principal
@@ -32,8 +54,43 @@ RUN_COLUMNS = tuple(
         "output",
         "calls",
         "error",
+        "has_case",
     )
 )
+
+
+def tools_called(calls: Any) -> list[str]:
+    """The tools a run's calls name, each once, in the order first called."""
+    if not isinstance(calls, list):
+        return []
+    names = (call.get("tool") for call in calls if isinstance(call, dict))
+    return list(dict.fromkeys(name for name in names if isinstance(name, str)))
+
+
+def tool_rows(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The `run_tools` rows of a run (a dict of its columns), for a bulk load; one at a time,
+    `save_tools` writes them."""
+    return [
+        {
+            "run_id": run["id"],
+            "tool": tool,
+            "agent_pk": run["agent_pk"],
+            "project_id": run["project_id"],
+            "at": run["at"],
+        }
+        for tool in tools_called(run["calls"])
+    ]
+
+
+def save_tools(*runs: dict[str, Any]) -> None:
+    """Keep the runs' `run_tools` rows as their calls and times say, in the transaction that
+    stores the runs or changes their calls: every path that does must call it, or the inbox's
+    tool filter would miss a run (`kindgi check` names such a run)."""
+    ids = [run["id"] for run in runs]
+    sql().execute(delete(RunTool).where(RunTool.run_id.in_(ids)))
+    rows = [row for run in runs for row in tool_rows(run)]
+    if rows:
+        sql().execute(RunTool.__table__.insert(), rows)
 
 
 def record_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> Run:
@@ -61,30 +118,72 @@ def record_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> Run:
         erased=False,
         replay_of=body.get("replayOf"),
         at=clock(),
+        has_case=False,
     )
     db.session.add(run)
     db.session.flush()
+    save_tools({c.name: getattr(run, c.name) for c in Run.__table__.columns})
     return run
 
 
+# ---------------------------------------------------------------- the list and its filters
+
+# The filters of the runs list (the service's names), each a condition on a run; `at` is the
+# position's time column of the statement (the tool's index leads when `tool` is given)
+_CONDITIONS: dict[str, Callable[[Any], ColumnElement[bool]]] = {
+    "status": lambda at: Run.status == bindparam("status"),
+    "search": lambda at: Run.id.like(bindparam("search"), escape="/"),
+    "version": lambda at: Run.version == bindparam("version"),
+    # literal true and false, not a parameter: a literal matches `ix_runs_cased`'s condition
+    "has_case=true": lambda at: Run.has_case == true(),
+    "has_case=false": lambda at: Run.has_case == false(),
+    "after": lambda at: at >= bindparam("after", type_=Run.at.type),
+    "before": lambda at: at < bindparam("before", type_=Run.at.type),
+    # the simple search: a substring of the input's or output's JSON text as stored, any case
+    "q": lambda at: or_(
+        cast(Run.input, Text).ilike(bindparam("q"), escape="/"),
+        cast(Run.output, Text).ilike(bindparam("q"), escape="/"),
+    ),
+}
+
+
 @cache
-def _runs_query(one_status: bool, search: bool, after: bool) -> Select[Any]:
-    """The runs list's statement for one shape of filters, built once."""
-    query = select(*RUN_COLUMNS).where(
-        Run.agent_pk == bindparam("agent_pk"), Run.project_id == bindparam("project_id")
-    )
-    if one_status:
-        query = query.where(Run.status == bindparam("status"))
-    if search:
-        query = query.where(Run.id.like(bindparam("search"), escape="/"))
-    return newest_first(query, Run.at, Run.id, after)
+def _runs_query(given: frozenset[str], after: bool) -> Select[Any]:
+    """The runs list's statement for one shape of filters (`given`: their names, `has_case`
+    with its value), built once."""
+    query = select(*RUN_COLUMNS)
+    if "tool" in given:
+        # led by the tool's own index, newest first: a rare tool's runs are found at once
+        query = query.join(RunTool, RunTool.run_id == Run.id).where(
+            RunTool.agent_pk == bindparam("agent_pk"),
+            RunTool.project_id == bindparam("project_id"),
+            RunTool.tool == bindparam("tool"),
+        )
+        at, ident = RunTool.at, RunTool.run_id
+    else:
+        query = query.where(
+            Run.agent_pk == bindparam("agent_pk"), Run.project_id == bindparam("project_id")
+        )
+        at, ident = Run.at, Run.id
+    # after a cursor, `before` goes without saying (the cursor's run was before it) and would
+    # only keep the index from seeking to the cursor: a deep page would walk from `before`
+    implied = {"tool", "before"} if after else {"tool"}
+    for name in sorted(given - implied):
+        query = query.where(_CONDITIONS[name](at))
+    return newest_first(query, at, ident, after)
 
 
-def _like(text: str | None) -> str | None:
-    """A LIKE pattern for ids containing `text` literally (`/` escapes)."""
-    if text is None:
-        return None
+def _like(text: str, *, stored_json: bool = False) -> str:
+    """A LIKE pattern for `text` anywhere (`/` escapes); with `stored_json`, the text as a JSON
+    string spells it where it is stored (quotes, backslashes and non-ASCII escaped)."""
+    if stored_json:
+        text = json.dumps(text)[1:-1]
     return "%" + re.sub(r"([/%_])", r"/\1", text) + "%"
+
+
+def _bound(value: Any) -> Any:
+    """A filter's value as a cursor's binding keeps it (JSON)."""
+    return value.isoformat() if isinstance(value, datetime) else value
 
 
 def runs_of(
@@ -92,34 +191,62 @@ def runs_of(
     agent: AgentRef,
     project_id: str,
     *,
-    status: str | None = None,
-    search: str | None = None,
     limit: int = 25,
     cursor: str | None = None,
+    **filters: Any,
 ) -> Page:
-    """One page of a readable agent's runs in a project, newest first; `search` keeps the runs
-    whose id contains it."""
+    """One page of a readable agent's runs in a project, newest first, filtered: `status`,
+    `version`, `tool` (it called), `has_case`, `after` (at or after) and `before`, `q` (in the
+    input's or output's JSON text), `search` (in the id). Every filter is bound into the
+    cursor."""
+    given = {name: value for name, value in filters.items() if value is not None}
     binding = {
         "list": "runs",
         "agent": agent.pk,
         "project": project_id,
-        "status": status or "",
-        "search": search or "",
+        "status": given.get("status", ""),
+        "search": given.get("search", ""),
         "caller": caller.scope,
+        # the others only when given: a cursor of the plain list keeps its binding
+        **{name: _bound(v) for name, v in given.items() if name not in ("status", "search")},
     }
-    return keyset_page(
-        lambda after: _runs_query(bool(status), bool(search), after),
-        {"agent_pk": agent.pk, "project_id": project_id, "status": status, "search": _like(search)},
-        limit,
-        cursor,
-        binding,
+    params = {"agent_pk": agent.pk, "project_id": project_id, **given}
+    if "search" in given:
+        params["search"] = _like(given["search"])
+    if "q" in given:
+        params["q"] = _like(given["q"], stored_json=True)
+    shape = frozenset(
+        f"has_case={'true' if v else 'false'}" if name == "has_case" else name
+        for name, v in given.items()
     )
+    return keyset_page(lambda after: _runs_query(shape, after), params, limit, cursor, binding)
 
 
 def list_runs(caller: Principal, agent_id: str, project_id: str, **filters: Any) -> Page:
-    """One page of the agent's runs in a project, newest first: the runs to pick a case from."""
+    """One page of the agent's runs in a project, newest first, filtered as `runs_of` says."""
     agent, _ = readable(caller, agent_id, project_id)
     return runs_of(caller, agent, project_id, **filters)
+
+
+# The tools an agent's runs in a project called, in order: a walk of the tools' index from one
+# tool to the next, each step a seek (a "loose index scan"), so a million runs cost what a
+# thousand do.
+_TOOLS_CALLED = text(
+    "WITH RECURSIVE called(tool) AS ("
+    " SELECT min(tool) FROM run_tools WHERE agent_pk = :agent_pk AND project_id = :project_id"
+    " UNION ALL"
+    " SELECT (SELECT min(tool) FROM run_tools WHERE agent_pk = :agent_pk"
+    " AND project_id = :project_id AND tool > called.tool)"
+    " FROM called WHERE called.tool IS NOT NULL)"
+    " SELECT tool FROM called WHERE tool IS NOT NULL LIMIT :limit"
+)
+MAX_TOOLS = 200  # tools offered at most
+
+
+def tools_of_runs(agent_pk: int, project_id: str) -> list[str]:
+    """The tools the agent's runs in the project called (the first MAX_TOOLS, by name)."""
+    params = {"agent_pk": agent_pk, "project_id": project_id, "limit": MAX_TOOLS}
+    return list(sql().scalars(_TOOLS_CALLED, params))
 
 
 # ---------------------------------------------------------------- a run to make a case from

@@ -29,6 +29,7 @@ from ..models import Agent, Run, TraceSpan
 from .access import AgentRef, scope
 from .common import clock, dialect, insert_for, sql
 from .identity import Principal
+from .runs import save_tools
 
 MAX_VERSION = 100  # characters, as a run recorded through the API
 _CHUNK = 500  # ids in one IN list
@@ -131,6 +132,7 @@ def ingest_traces(caller: Principal, export: ExportTraceServiceRequest) -> Inges
     _keep_spans(kept, now)
     if runs:
         sql().execute(_upsert_runs(dialect()), runs)
+        save_tools(*runs)  # the runs inbox's tool filter: as the assembled calls say
     _note_versions(versions)
     return rejected.result()
 

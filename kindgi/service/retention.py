@@ -1,0 +1,131 @@
+"""Retention: a run that no case or correction was made from is deleted once it is older than
+`KINDGI_RUN_RETENTION_DAYS` (30 by default); every other run is kept for good.
+
+A case never needs its run: its snapshot is a copy of the run's content, and a run a case was
+made from is never deleted anyway. What a run takes with it is its `run_tools` rows (ON DELETE
+CASCADE). `flask --app app kindgi prune` runs it, and the judge's worker once a day.
+
+This is the one service function that commits: it deletes in small batches, each its own short
+transaction, so that no writer waits on it for long (the longest is measured and reported).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from flask import current_app
+from sqlalchemy import bindparam, delete, exists, false, select, tuple_
+
+from ..database import commit, db, set_writing
+from ..models import AgentProject, Case, Run
+from .common import clock, sql
+from .traces import delete_expired_held_spans
+
+BATCH = 1000  # runs deleted a transaction
+
+
+@dataclass
+class Pruned:
+    """What a prune did: the runs deleted, in how many batches, the longest batch's write
+    transaction (from its BEGIN to the end of its COMMIT), and the cut-off."""
+
+    runs: int
+    batches: int
+    longest_ms: float
+    before: datetime
+    spans: int = 0  # trace spans gone: held past KINDGI_OTLP_HOLD_HOURS, or their run's
+
+
+def retention_days(days: Any = None) -> int:
+    """The days an unreferenced run is kept: `days`, else `KINDGI_RUN_RETENTION_DAYS`; a whole
+    number, at least 1 (a run younger than a day may still be named by a kept Idempotency-Key
+    answer). ValueError otherwise."""
+    value = current_app.config["RUN_RETENTION_DAYS"] if days is None else days
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"KINDGI_RUN_RETENTION_DAYS must be a whole number of days, at least 1: {value!r}"
+        )
+    return value
+
+
+# The next batch of an agent's runs in a project that may go: older than the cut-off, no case
+# made from them, after the last batch's position (oldest first, along the list's index).
+_DOOMED = (
+    select(Run.at, Run.id)
+    .where(
+        Run.agent_pk == bindparam("agent_pk"),
+        Run.project_id == bindparam("project_id"),
+        Run.at < bindparam("before"),
+        tuple_(Run.at, Run.id) > tuple_(bindparam("after_at"), bindparam("after_id")),
+        Run.has_case == false(),
+    )
+    .order_by(Run.at, Run.id)
+    .limit(bindparam("limit"))
+)
+# Deleting them, each checked again in the deleting transaction: a case made from one since
+# (its mark set, and on PostgreSQL its row locked until then) keeps it.
+_DELETE = delete(Run).where(
+    Run.id.in_(bindparam("ids", expanding=True)),
+    Run.at < bindparam("before"),
+    Run.has_case == false(),
+    ~exists().where(Case.run_id == Run.id),
+)
+
+
+def prune_runs(days: int | None = None, batch: int = BATCH) -> Pruned:
+    """Delete every run older than the retention that no case or correction was made from,
+    `batch` at a time, each batch committed on its own. Running it again deletes nothing."""
+    before = clock() - timedelta(days=retention_days(days))
+    pruned = Pruned(0, 0, 0.0, before)
+    pairs = db.session.execute(select(AgentProject.agent_pk, AgentProject.project_id)).all()
+    for agent_pk, project_id in pairs:
+        params: dict[str, Any] = {
+            "agent_pk": agent_pk,
+            "project_id": project_id,
+            "before": before,
+            "after_at": datetime.min,
+            "after_id": "",
+            "limit": batch,
+        }
+        while True:
+            doomed = sql().execute(_DOOMED, params).all()
+            db.session.rollback()  # the read's own transaction ends: no lock is kept
+            if not doomed:
+                break
+            params["after_at"], params["after_id"] = doomed[-1]
+            deleted, took = _delete([ident for _, ident in doomed], before)
+            pruned.runs += deleted
+            pruned.batches += 1
+            pruned.longest_ms = max(pruned.longest_ms, took * 1000)
+    while True:  # then the trace spans no run will be made of, or whose run just went
+        deleted, took = _in_own_transaction(lambda: delete_expired_held_spans(clock(), batch))
+        if not deleted:
+            return pruned
+        pruned.spans += deleted
+        pruned.batches += 1
+        pruned.longest_ms = max(pruned.longest_ms, took * 1000)
+
+
+def _delete(ids: list[str], before: datetime) -> tuple[int, float]:
+    """Delete these runs in a transaction of their own (see `_in_own_transaction`)."""
+    return _in_own_transaction(
+        lambda: sql().execute(_DELETE, {"ids": ids, "before": before}).rowcount
+    )
+
+
+def _in_own_transaction(delete_some: Callable[[], int]) -> tuple[int, float]:
+    """Run one batch's delete in a transaction of its own: how many rows went, and the seconds
+    the transaction took from its BEGIN (where SQLite takes the write lock) to its COMMIT's
+    end."""
+    set_writing(True)
+    try:
+        started = time.perf_counter()
+        deleted = delete_some()
+        commit()
+        return deleted, time.perf_counter() - started
+    finally:
+        set_writing(False)

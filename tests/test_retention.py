@@ -1,0 +1,183 @@
+"""Retention (docs/design.md §4.3): a run no case or correction was made from is deleted once it
+is older than `KINDGI_RUN_RETENTION_DAYS`, in batches, by `flask --app app kindgi prune` and the
+worker's daily task; every other run stays, and no case notices, on the engine the suite runs on.
+
+In the test world every run is of 2026-04-15; run-1, run-2, run-multi and run-globex have cases
+or corrections, run-running, run-erased and run-replay have none.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from conftest import AGENT, P1, ok, sign_in
+from sqlalchemy import select, text
+
+from kindgi import queue
+from kindgi.database import db, set_writing
+from kindgi.models import Run, RunTool
+from kindgi.service import retention
+
+NOW = datetime(2026, 6, 1, 12, 0)  # the world's runs are 47 days old
+KEPT = {"run-1", "run-2", "run-multi", "run-globex"}  # cases were made from them
+UNREFERENCED = {"run-running", "run-erased", "run-replay"}
+RUNS = f"/v1/agents/{AGENT}/runs"
+
+
+def stored_runs(app) -> set[str]:
+    with app.app_context():
+        return set(db.session.scalars(select(Run.id)))
+
+
+def prune(app, *args: str):
+    return app.test_cli_runner().invoke(args=["kindgi", "prune", *args])
+
+
+@pytest.fixture
+def young(api, set_clock) -> list[str]:
+    """Runs recorded 29 days before NOW (one calls two tools), none made a case."""
+    set_clock(NOW - timedelta(days=29))
+    made = []
+    for calls in ([{"tool": "search"}, {"tool": "lookup"}], []):
+        body = {"projectId": P1, "version": "1.1.0", "status": "finished", "calls": calls}
+        made.append(ok(api.post(RUNS, body, as_="writer"), 201)["id"])
+    set_clock(NOW)
+    return made
+
+
+def test_old_runs_no_case_was_made_from_go_the_rest_stay(app, client, young):
+    before = stored_runs(app)
+    result = prune(app)
+    assert result.exit_code == 0, result.output
+    assert stored_runs(app) == before - UNREFERENCED
+    assert KEPT | set(young) <= stored_runs(app)
+    said = re.fullmatch(
+        r"pruned 3 runs older than 2026-05-02T12:00:00Z that no case was made from, and 0 trace "
+        r"spans no run was made of, in (\d+) batches; the longest batch held the write lock "
+        r"(\d+\.\d) ms\n",
+        result.output,
+    )
+    assert said, result.output
+    with app.app_context():  # their tools went with them, the young runs' stayed
+        kept = set(db.session.scalars(select(RunTool.run_id)))
+    assert kept == {"run-1", young[0]}
+    check = app.test_cli_runner().invoke(args=["kindgi", "check"])
+    assert check.exit_code == 0, check.output
+    assert "runs made cases: ok" in check.output and "run tools: ok" in check.output
+
+
+def test_a_case_never_needs_its_run_still_there(app, client, api, young):
+    """Cases keep their snapshot, pages and export; the runs list and the inbox just lose the
+    pruned runs."""
+    case_before = ok(api.get(f"/v1/agents/{AGENT}/test-set/cases/case-2"))
+    assert prune(app).exit_code == 0
+    assert ok(api.get(f"/v1/agents/{AGENT}/test-set/cases/case-2")) == case_before
+    export = api.get(f"/v1/agents/{AGENT}/test-set/export?projectId={P1}")
+    assert export.status_code == 200 and b"case-2" in export.data
+    listed = {r["id"] for r in ok(api.get(f"{RUNS}?projectId={P1}&limit=100"))["data"]}
+    assert listed == {"run-1", "run-2", *young}
+    sign_in(client, "reader@acme.test", "reader-pass-1")
+    assert client.get(f"/agents/{AGENT}/runs/run-running").status_code == 404
+    assert client.get(f"/agents/{AGENT}/test-set/cases/case-2").status_code == 200
+
+
+def test_running_it_again_deletes_nothing(app, young):
+    assert prune(app).exit_code == 0
+    after = stored_runs(app)
+    again = prune(app)
+    assert again.exit_code == 0 and again.output.startswith("pruned 0 runs")
+    assert stored_runs(app) == after
+
+
+def test_it_deletes_in_batches_each_its_own_transaction(app, set_clock, young):
+    set_clock(NOW + timedelta(days=60))  # the young runs are old now too
+    with app.app_context():
+        pruned = retention.prune_runs(batch=2)
+    assert pruned.runs == 5
+    # acme.drafting in P1 has 5 to go (2 + 2 + 1); no other set of runs has any
+    assert pruned.batches == 3
+    assert pruned.longest_ms > 0
+    assert stored_runs(app) == KEPT
+
+
+def test_days_can_be_told_and_a_bad_retention_deletes_nothing(app, young, unchanged):
+    with unchanged():
+        for args in (["--days", "0"], ["--days", "-3"], ["--days", "x"]):
+            result = prune(app, *args)
+            assert result.exit_code != 0, result.output
+        app.config["RUN_RETENTION_DAYS"] = "thirty"
+        result = prune(app)
+        assert result.exit_code == 1
+        assert "KINDGI_RUN_RETENTION_DAYS must be a whole number of days" in result.output
+        app.config["RUN_RETENTION_DAYS"] = 50  # keeps the 47-day-old runs
+        assert prune(app).output.startswith("pruned 0 runs")
+    assert prune(app, "--days", "28").output.startswith("pruned 5 runs")
+
+
+def test_a_run_made_a_case_since_is_kept(app, api, young):
+    """The first case made from a run marks it so, in the case's transaction: retention
+    deletes only unmarked runs, and checks again for a case in its own delete."""
+    ok(api.post(f"/v1/agents/{AGENT}/test-set/cases", {"runId": young[1], "answer": "right"}),
+       201)  # fmt: skip
+    with app.app_context():  # even a run whose mark were lost keeps it while a case names it
+        db.session.execute(text("UPDATE runs SET has_case = false WHERE id = 'run-2'"))
+        db.session.commit()
+    assert prune(app, "--days", "1").exit_code == 0
+    assert stored_runs(app) == KEPT | {young[1]}
+
+
+def test_the_worker_prunes_once_a_day(app, young):
+    with app.app_context():
+        huey = queue.make(app)
+    minutes = [datetime(2026, 6, d, h, m) for d in (1, 2) for h in range(24) for m in range(60)]
+    due = [when for when in minutes if "prune" in {t.name for t in huey.read_periodic(when)}]
+    assert due == [datetime(2026, 6, 1, 3, 30), datetime(2026, 6, 2, 3, 30)]
+    task = next(t for t in huey.read_periodic(due[0]) if t.name == "prune")
+    task.execute()  # as the worker runs it
+    assert stored_runs(app) == KEPT | set(young)
+
+
+WAITING_DELETE = text(
+    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+    "AND query LIKE 'DELETE FROM runs%'"
+)
+
+
+def test_a_run_being_made_a_case_while_it_is_pruned_is_spared(app):
+    """PostgreSQL: the first case's transaction marks the run (locking its row) before anything
+    else; a prune that read the run as one to go waits on that lock at its delete, checks the
+    mark again once the case commits, and spares it. (SQLite's writers take turns.)"""
+    if not app.config["SQLALCHEMY_DATABASE_URI"].startswith("postgresql"):
+        pytest.skip("SQLite's writers never overlap")
+    with app.app_context():
+        engine = db.engine
+    set_writing(True)  # a transaction, not autocommit: its row lock held until it commits
+    making = engine.connect()
+    set_writing(False)
+    making.execute(text("UPDATE runs SET has_case = true WHERE id = 'run-running'"))
+    pruned: list[Any] = []
+
+    def prune_it() -> None:
+        with app.app_context():
+            pruned.append(retention.prune_runs(days=1))
+
+    pruning = threading.Thread(target=prune_it)
+    pruning.start()
+    with engine.connect() as watching:
+        for _ in range(600):  # until the prune's delete waits on the marked row's lock
+            waiting = watching.execute(WAITING_DELETE).scalar_one()
+            if waiting:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the prune never waited on the run being made a case")
+    making.commit()
+    making.close()
+    pruning.join(timeout=60)
+    assert pruned and pruned[0].runs == 2  # run-erased and run-replay
+    assert "run-running" in stored_runs(app)
