@@ -27,8 +27,12 @@ from flask_login import current_user, login_required, login_user, logout_user
 from flask_wtf.csrf import generate_csrf
 from jsonpointer import JsonPointerException, resolve_pointer
 
-from . import case_form, http, reports, schemas, service, views
+from . import case_form, http, reports, service, views
 from .errors import BadInput, DomainError, TooManyAttempts, bad_input
+from .schemas.cases import BulkRestoreBody, BulkRetireBody, CasesQuery, ExportQuery, RetireBody
+from .schemas.common import Paging, TestSetQuery, load
+from .schemas.corrections import AddCaseBody
+from .schemas.identity import NewTokenBody
 from .service import search
 
 bp = Blueprint("pages", __name__)
@@ -144,7 +148,7 @@ def _cases_args() -> dict[str, Any]:
 @bp.get("/agents/<agent_id>/test-set/cases")
 @login_required
 def cases(agent_id: str):
-    args = schemas.load(schemas.CasesQuery, _cases_args())
+    args = load(CasesQuery, _cases_args())
     project_id = args.pop("projectId")
     swap = bool(request.headers.get("HX-Request")) and not request.headers.get(
         "HX-History-Restore-Request"
@@ -204,7 +208,7 @@ def _more_url(page: service.Page) -> str | None:
 @login_required
 def export(agent_id: str):
     """The export, for the signed-in expert (the API's takes a bearer token)."""
-    args = schemas.load(schemas.ExportQuery, request.args.to_dict())
+    args = load(ExportQuery, request.args.to_dict())
     project_id, form = args.pop("projectId"), args.pop("format")
     rows = service.export_cases(current_user, agent_id, project_id, **args)
     return http.download(*reports.export(rows, form), f"{agent_id}-{project_id}", form)
@@ -222,12 +226,12 @@ def bulk(agent_id: str):
         fields["reason"] = form.get("reason", "").strip()
     try:
         if retiring:
-            args = schemas.load(schemas.BulkRetireBody, fields)
+            args = load(BulkRetireBody, fields)
             done = service.retire_cases(
                 current_user, agent_id, args["projectId"], args["caseIds"], args["reason"]
             )
         else:
-            args = schemas.load(schemas.BulkRestoreBody, fields)
+            args = load(BulkRestoreBody, fields)
             done = service.restore_cases(current_user, agent_id, args["projectId"], args["caseIds"])
     except DomainError as err:
         if err.status in (401, 403, 404) and "caseIds" not in (err.details or {}):
@@ -265,7 +269,7 @@ def case(agent_id: str, case_id: str):
 def retire(agent_id: str, case_id: str):
     reason = request.form.get("reason", "")
     try:
-        body = schemas.load(schemas.RetireBody, {"reason": reason.strip()})
+        body = load(RetireBody, {"reason": reason.strip()})
     except DomainError as err:
         view = service.get_case(current_user, agent_id, case_id, history=True)
         errors = (err.details or {}).get("fields", {})
@@ -294,7 +298,7 @@ FORM_ACTIONS = ("more", "find", "show", "take")
 def new_case(agent_id: str):
     """The add-case form: a run picked, shown, and its calls and lists taken into the case with
     a button each (htmx re-renders the form in place), or anything typed by hand."""
-    project_id = schemas.load(schemas.TestSetQuery, request.args.to_dict())["projectId"]
+    project_id = load(TestSetQuery, request.args.to_dict())["projectId"]
     search = request.values.get("search", "").replace("\x00", "").strip()
     form = request.form if request.method == "POST" else request.args
     shown = case_form.shown_fields(form)
@@ -310,9 +314,7 @@ def new_case(agent_id: str):
         try:
             if errors:
                 raise bad_input(errors)
-            created = service.add_hand_case(
-                current_user, agent_id, schemas.load(schemas.AddCaseBody, body)
-            )
+            created = service.add_hand_case(current_user, agent_id, load(AddCaseBody, body))
             flash("Case added.")
             return redirect(url_for("pages.case", agent_id=agent_id, case_id=created.id), 303)
         except DomainError as err:  # shown next to the fields it names, or above the form
@@ -352,16 +354,14 @@ def tokens():
     errors: dict[str, list[str]] = {}
     status = 200
     if request.method == "GET":
-        paging = schemas.load(schemas.Paging, request.args.to_dict())
+        paging = load(Paging, request.args.to_dict())
         try:
             page = service.list_tokens(current_user, **paging)
         except BadInput as err:
             return _restart_list(err, "That page of tokens is out of date; here are the newest.")
     else:
         try:
-            args = schemas.load(
-                schemas.NewTokenBody, {"name": request.form.get("name", "").strip()}
-            )
+            args = load(NewTokenBody, {"name": request.form.get("name", "").strip()})
             token, secret = service.create_token(current_user, args["name"], None)
             created = {"name": token.name, "secret": secret}
             status = 201

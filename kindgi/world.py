@@ -21,7 +21,7 @@ from marshmallow import ValidationError
 from sqlalchemy import JSON, select
 from sqlalchemy.exc import IntegrityError
 
-from . import schemas, service
+from . import service
 from .database import db
 from .errors import DomainError
 from .models import (
@@ -39,6 +39,10 @@ from .models import (
     Token,
     User,
 )
+from .schemas.common import UUID_RE, flatten_errors
+from .schemas.common import load as load_body
+from .schemas.corrections import CorrectionBody
+from .schemas.test_runs import ResultsBody, StartTestRunBody
 from .service import search
 from .service.common import analyze
 
@@ -284,9 +288,9 @@ class _Loader:
     def body(self, entry: dict[str, Any], where: str) -> dict[str, Any]:
         raw = entry.get("body")
         try:
-            return schemas.CorrectionBody().load(raw if isinstance(raw, dict) else {})
+            return CorrectionBody().load(raw if isinstance(raw, dict) else {})
         except ValidationError as err:
-            raise WorldError(f"{where}: body: {schemas.flatten_errors(err.messages)}") from None
+            raise WorldError(f"{where}: body: {flatten_errors(err.messages)}") from None
 
     # ------------------------------------------------------------ the load, in reference order
 
@@ -344,7 +348,7 @@ class _Loader:
         db.session.flush()
         for where, p in self.entries("projects"):
             _need(p, where, "id", "tenant")
-            if not schemas.UUID_RE.match(str(p["id"])):
+            if not UUID_RE.match(str(p["id"])):
                 raise WorldError(f"{where}: a project id is a UUID")
             tenant = self.tenant(p["tenant"], where)
             db.session.add(
@@ -423,15 +427,13 @@ class _Loader:
             start.update({k: t[k] for k in (*given, "itemsThreshold") if k in t})
             results = t.get("results") or []
             try:
-                view = service.start_test_run(
-                    caller, agent.id, schemas.load(schemas.StartTestRunBody, start)
-                )
+                view = service.start_test_run(caller, agent.id, load_body(StartTestRunBody, start))
                 view.run.id = t["id"]
                 if "at" in t:
                     view.run.created_at = _time(t["at"], where)
                 for first in range(0, len(results), 500):
                     batch = {"results": results[first : first + 500]}
-                    sent = schemas.load(schemas.ResultsBody, batch)["results"]
+                    sent = load_body(ResultsBody, batch)["results"]
                     service.send_results(caller, agent.id, t["id"], sent)
                 if t.get("finished") and view.run.status == "open":
                     service.finish_test_run(caller, agent.id, t["id"])

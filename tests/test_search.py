@@ -24,7 +24,7 @@ from sqlalchemy import event, select, text
 from kindgi import world
 from kindgi.database import db
 from kindgi.models import Case
-from kindgi.schemas import WORD_RE
+from kindgi.schemas.search import WORD_RE
 from kindgi.service import search
 from kindgi.service.common import dialect
 

@@ -30,7 +30,7 @@ from sqlalchemy import CTE, TextClause, bindparam, func, literal_column, select,
 
 from ..grading import PARTS
 from ..models import Case, TestSetTool
-from ..schemas import WORD_RE
+from ..schemas.search import WORD_RE
 from .common import bulk, dialect, insert_for, sql
 from .paging import past_position
 
