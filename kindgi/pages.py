@@ -130,7 +130,8 @@ DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 def _cases_args() -> dict[str, Any]:
     """The cases page's query as the API's: fields left empty left out, the part boxes
     joined, and a day (the form's date inputs) as its start, `addedBefore` as the next day's,
-    so both days given are included."""
+    so both days given are included (before the day after 9999-12-31, which no calendar has,
+    is every time there is: no bound)."""
     args = {name: value for name, value in request.args.items() if value != ""}
     parts = [p for p in request.args.getlist("part") if p]
     if parts:
@@ -141,6 +142,9 @@ def _cases_args() -> dict[str, Any]:
                 day = date.fromisoformat(args[name]) + timedelta(days=days)
             except ValueError:
                 continue  # not a day: the schema says so
+            except OverflowError:
+                del args[name]
+                continue
             args[name] = f"{day.isoformat()}T00:00:00Z"
     return args
 

@@ -61,9 +61,11 @@ def _time(value: Any, where: str) -> datetime:
         parsed = datetime.fromisoformat(value)
         if parsed.tzinfo is None:
             raise ValueError
+        return parsed.astimezone(UTC).replace(tzinfo=None)
     except (TypeError, ValueError):
         raise WorldError(f"{where}: not an RFC 3339 time with a zone: {value!r}") from None
-    return parsed.astimezone(UTC).replace(tzinfo=None)
+    except OverflowError:  # its UTC is before the year 1 or after 9999
+        raise WorldError(f"{where}: a time outside the years 1 to 9999 in UTC: {value!r}") from None
 
 
 def _added(case: dict[str, Any]) -> tuple[datetime, str]:

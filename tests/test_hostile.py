@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -36,6 +37,7 @@ from conftest import (
     MULTI,
     P1,
     TOKENS,
+    WORLD,
     csrf_of,
     error_of,
     make_app,
@@ -724,6 +726,82 @@ def test_text_xml_cannot_carry_is_refused_or_the_junit_report_stays_well_formed(
     assert report.status_code == 200 and report.mimetype == "application/xml"
     suite = ElementTree.fromstring(report.get_data())
     assert len(suite.findall("testcase")) == 2  # case-2 and cor-1
+
+
+# ---------------------------------------------------------------- times at the calendar's ends
+
+
+PAST_THE_CALENDAR = {
+    # (the parameter, an RFC 3339 time whose UTC lies outside the years 1 to 9999)
+    "addedAfter an hour before the year 1": ("addedAfter", "0001-01-01T00:00:00+01:00"),
+    "addedBefore a day past the year 9999": ("addedBefore", "9999-12-31T23:59:59-23:59"),
+}
+
+
+@pytest.mark.parametrize("name", PAST_THE_CALENDAR)
+def test_a_time_past_the_calendars_ends_is_bad_input_naming_it_on_the_list_and_its_page(
+    app, api, unchanged, name
+):
+    field, value = PAST_THE_CALENDAR[name]
+    with unchanged():
+        resp = api.get(cases_url(**{field: value}))
+    assert resp.status_code == 400, resp.get_data(as_text=True)[:300]
+    err = error_of(resp)
+    assert err["code"] == "bad-input" and set(err["details"]["fields"]) == {field}, err
+    client = app.test_client()
+    sign_in(client, "publisher@acme.test", "publisher-pass-1")
+    query = urlencode({"projectId": P1, field: value})
+    page = client.get(f"/agents/{AGENT}/test-set/cases?{query}")
+    assert page.status_code == 400 and f"<code>{field}</code>" in page.text, page.text[:300]
+
+
+@pytest.mark.parametrize("expires", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-23:59"])
+def test_a_token_expiring_past_the_calendars_ends_is_bad_input_and_changes_nothing(
+    api, unchanged, expires
+):
+    with unchanged():
+        resp = api.post("/v1/tokens", json={"name": "far", "expiresAt": expires})
+    assert resp.status_code == 400, resp.get_data(as_text=True)[:300]
+    err = error_of(resp)
+    assert err["code"] == "bad-input" and set(err["details"]["fields"]) == {"expiresAt"}, err
+
+
+CASE_LINK = re.compile(r'href="[^"]*/test-set/cases/((?:case|cor)-[\w-]+)"')
+
+
+def test_the_calendars_own_ends_are_bounds_that_keep_every_case_on_the_list_and_its_page(app, api):
+    """The first and last times there are, and on the page the date control's first and last
+    days (`addedBefore` a day, meaning before the next one, which no calendar has)."""
+
+    def listed(**params: str) -> list[str]:
+        resp = api.get(cases_url(limit=100, **params))
+        assert resp.status_code == 200, resp.get_json()
+        return [case["id"] for case in resp.get_json()["data"]]
+
+    every = listed()
+    assert len(every) > 1
+    assert listed(addedAfter="0001-01-01T00:00:00Z") == every
+    assert listed(addedBefore="9999-12-31T23:59:59.999Z") == every
+    assert listed(addedAfter="0001-01-01T00:00:00Z", addedBefore="9999-12-31T23:59:59Z") == every
+    client = app.test_client()
+    sign_in(client, "publisher@acme.test", "publisher-pass-1")
+
+    def shown(**params: str) -> list[str]:
+        query = urlencode({"projectId": P1, "limit": 100, **params})
+        page = client.get(f"/agents/{AGENT}/test-set/cases?{query}")
+        assert page.status_code == 200, page.text[:300]
+        return CASE_LINK.findall(page.text)
+
+    assert shown() == every
+    assert shown(addedAfter="0001-01-01") == every
+    assert shown(addedBefore="9999-12-31") == every
+    assert shown(addedAfter="0001-01-01", addedBefore="9999-12-31") == every
+
+
+def test_a_world_file_time_past_the_calendars_ends_is_a_world_error_naming_it(app):
+    run = {**WORLD["runs"][0], "id": "run-far", "at": "9999-12-31T23:59:59-23:59"}
+    with app.app_context(), pytest.raises(world.WorldError, match=r"runs\[0\].*9999"):
+        world.load({"runs": [run]})
 
 
 # ---------------------------------------------------------------- bodies over the limit, live

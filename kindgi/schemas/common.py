@@ -44,7 +44,9 @@ def rfc3339(value: datetime) -> str:
 
 
 class Timestamp(fields.DateTime):
-    """RFC 3339 timestamps (see `rfc3339`); one without a time zone is refused."""
+    """RFC 3339 timestamps (see `rfc3339`); one without a time zone is refused, and so is one
+    whose UTC falls outside the years 1 to 9999 (`0001-01-01T00:00:00+01:00`), which no
+    datetime holds."""
 
     def _serialize(self, value: datetime | None, attr: Any, obj: Any, **kwargs: Any) -> str | None:
         return None if value is None else rfc3339(value)
@@ -53,7 +55,12 @@ class Timestamp(fields.DateTime):
         parsed = super()._deserialize(value, attr, data, **kwargs)
         if parsed.tzinfo is None:
             raise self.make_error("invalid", input=value, obj_type="datetime with a time zone")
-        return parsed.astimezone(UTC).replace(tzinfo=None)
+        try:
+            return parsed.astimezone(UTC).replace(tzinfo=None)
+        except OverflowError:
+            raise ValidationError(
+                "Out of range: in UTC, from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z."
+            ) from None
 
 
 class ProjectId(fields.String):
