@@ -51,6 +51,9 @@ from sqlalchemy.engine import make_url
 
 from kindgi import world
 from kindgi.database import db
+from kindgi.schemas import cases as case_schemas
+from kindgi.schemas import common as common_schemas
+from kindgi.schemas import test_runs as run_schemas
 
 PARROT = "🦜"  # one code point, two UTF-16 units, four UTF-8 bytes
 CASES = f"/v1/agents/{AGENT}/test-set/cases"
@@ -726,6 +729,79 @@ def test_text_xml_cannot_carry_is_refused_or_the_junit_report_stays_well_formed(
     assert report.status_code == 200 and report.mimetype == "application/xml"
     suite = ElementTree.fromstring(report.get_data())
     assert len(suite.findall("testcase")) == 2  # case-2 and cor-1
+
+
+# ---------------------------------------------------------------- NUL in every query parameter
+
+
+CURSORS = {"cursor", "versionsCursor"}  # unsealed, never compared in SQL: a spoilt one is
+# `cursor-invalid` (tested above), not a field's 400
+NUL_TEXT = "a\x00b"
+
+
+def query_parameters(api) -> list[tuple[str, str]]:
+    """Every GET route's path and each of its query parameters but cursors, as the OpenAPI
+    document says them: a list or a filter added later is covered too."""
+    paths = api.get("/v1/openapi.json", as_=None).get_json()["paths"]
+    return [
+        (path, param["name"])
+        for path, operations in paths.items()
+        for param in operations.get("get", {}).get("parameters", [])
+        if param["in"] == "query" and param["name"] not in CURSORS
+    ]
+
+
+def fields_named(resp) -> dict[str, list[str]]:
+    return ((resp.get_json() or {}).get("error", {}).get("details") or {}).get("fields", {})
+
+
+def test_a_nul_in_any_query_parameter_of_the_api_is_bad_input_naming_it(api, unchanged, test_runs):
+    """Every parameter, whatever name its schema gives it inside (`addedBy` is `added_by`):
+    PostgreSQL can't even compare a NUL, and SQLite would look for it."""
+    ids = {"agentId": AGENT, "runId": test_runs["open"], "otherId": test_runs["done"],
+           "caseId": "case-2", "version": "v2", "other": "v1"}  # fmt: skip
+    checked, wrong = query_parameters(api), {}
+    assert ("/v1/agents/{agentId}/test-set/cases", "addedBy") in checked
+    with unchanged():
+        for path, name in checked:
+            resp = api.get(f"{path.format_map(ids)}?{urlencode({'projectId': P1, name: NUL_TEXT})}")
+            if resp.status_code != 400 or name not in fields_named(resp):
+                wrong[f"{path} {name}"] = (resp.status_code, resp.get_data(as_text=True)[:200])
+    assert not wrong, wrong
+
+
+PAGE_QUERIES = {
+    # (page, the query string it is asked with, the schema that checks it)
+    "the cases": (f"/agents/{AGENT}/test-set/cases", {"projectId": P1},
+                  case_schemas.CasesQuery),
+    "the export": (f"/agents/{AGENT}/test-set/export", {"projectId": P1},
+                   case_schemas.ExportQuery),
+    "the new case": (f"/agents/{AGENT}/test-set/cases/new", {"projectId": P1},
+                     common_schemas.TestSetQuery),
+    "the test set's runs": (f"/agents/{AGENT}/test-set/runs", {"projectId": P1},
+                            run_schemas.TestSetRunsQuery),
+    "a run": (f"/agents/{AGENT}/test-runs/{{done}}", {}, run_schemas.ResultsQuery),
+    "a comparison": (f"/agents/{AGENT}/test-runs/{{open}}/compare", {},
+                     run_schemas.ComparePageQuery),
+    "the tokens": ("/tokens", {}, common_schemas.Paging),
+}  # fmt: skip
+
+
+def test_a_nul_in_any_query_parameter_of_a_page_is_a_400_page_naming_it(app, test_runs):
+    client = app.test_client()
+    sign_in(client, "publisher@acme.test", "publisher-pass-1")
+    before, wrong = snapshot_db(app), {}
+    for page, (path, given, schema) in PAGE_QUERIES.items():
+        for name, field in schema().load_fields.items():
+            key = field.data_key or name
+            if key in CURSORS:
+                continue
+            query = urlencode({**given, key: NUL_TEXT})
+            resp = client.get(f"{path.format_map(test_runs)}?{query}")
+            if resp.status_code != 400 or f"<code>{key}</code>" not in resp.text:
+                wrong[f"{page} {key}"] = (resp.status_code, resp.text[:200])
+    assert not wrong, wrong
+    assert snapshot_db(app) == before
 
 
 # ---------------------------------------------------------------- times at the calendar's ends

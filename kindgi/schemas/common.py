@@ -20,6 +20,7 @@ from marshmallow import (
     ValidationError,
     fields,
     post_dump,
+    post_load,
     pre_load,
     validate,
 )
@@ -164,18 +165,31 @@ class StrictSchema(Schema):
 # ---------------------------------------------------------------- query strings
 
 
+class Cursor(fields.String):
+    """Where the last page ended, sealed (`kindgi/cursors.py`): unsealed, never compared in SQL,
+    so a spoilt one (NUL included) is 400 `cursor-invalid`, not a field's error."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(validate=validate.Length(min=1), **kwargs)
+
+
 class QuerySchema(Schema):
-    """Query strings: unknown parameters are ignored, known ones checked (text no database can
-    store refused, as in a body: PostgreSQL can't even compare a NUL)."""
+    """Query strings: unknown parameters are ignored, known ones checked. Every value loaded,
+    whatever its field is called inside (`addedBy` loads as `added_by`), is refused if it holds
+    text no database can store, as in a body: PostgreSQL can't even compare a NUL. Cursors
+    aside."""
 
     class Meta:
         unknown = EXCLUDE
 
-    @pre_load
-    def _storable(self, data: Any, **_: Any) -> Any:
-        # a cursor is unsealed, never compared in SQL: a spoilt one is 400 `cursor-invalid`
-        known = {k: v for k, v in data.items() if k in self.fields and k != "cursor"}
-        return _refuse_unstorable(known, data)
+    @post_load
+    def _storable(self, data: dict[str, Any], **_: Any) -> dict[str, Any]:
+        loaded = {
+            field.data_key or name: data[field.attribute or name]
+            for name, field in self.load_fields.items()
+            if (field.attribute or name) in data and not isinstance(field, Cursor)
+        }
+        return _refuse_unstorable(loaded, data)
 
 
 class TestSetQuery(QuerySchema):
@@ -186,7 +200,7 @@ class Paging(QuerySchema):
     """A page of a list: how many, and where the last page ended."""
 
     limit = WholeNumber(load_default=25, validate=validate.Range(min=1, max=100))
-    cursor = fields.String(validate=validate.Length(min=1))
+    cursor = Cursor()
 
 
 class PageQuery(TestSetQuery, Paging):

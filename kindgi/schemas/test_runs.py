@@ -14,6 +14,7 @@ from ..judge import PROMPT_VERSION
 from .cases import SnapshotOut
 from .common import (
     Actor,
+    Cursor,
     PageOut,
     PageQuery,
     Paging,
@@ -145,7 +146,7 @@ class TestRunsQuery(PageQuery):
 
 class RunCasesQuery(QuerySchema):
     limit = WholeNumber(load_default=100, validate=validate.Range(min=1, max=500))
-    cursor = fields.String(validate=validate.Length(min=1))
+    cursor = Cursor()
     awaiting = fields.String(validate=validate.OneOf(("true", "false")))
 
 
@@ -168,7 +169,7 @@ class ComparePageQuery(CompareQuery):
 class TestSetRunsQuery(PageQuery):
     """The test set's runs page: a page of runs, and where its versions' page starts."""
 
-    versionsCursor = fields.String(validate=validate.Length(min=1))
+    versionsCursor = Cursor()
 
 
 class DiffQuery(PageQuery):
