@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from flask import (
@@ -31,7 +30,17 @@ from .schemas.cases import (
     SnapshotOut,
     case_json,
 )
-from .schemas.common import PageQuery, Paging, TestSetQuery, dump, load, page_json
+from .schemas.common import (
+    PageQuery,
+    Paging,
+    TestSetQuery,
+    TooDeep,
+    dump,
+    load,
+    page_json,
+    parse_json,
+    too_deep,
+)
 from .schemas.corrections import (
     AddCaseBody,
     CorrectionOut,
@@ -73,10 +82,6 @@ def _authenticate():
     return http.claim_idempotency_key(g.caller.scope)
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def body(schema: type[Schema]) -> dict[str, Any]:
     """The request's JSON body, validated by `schema`; an empty body is an empty object."""
     raw = request.get_data()
@@ -85,8 +90,10 @@ def body(schema: type[Schema]) -> dict[str, Any]:
     if request.mimetype != "application/json":
         raise UnsupportedMediaType()
     try:
-        data = json.loads(raw, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
+        data = parse_json(raw)
+    except TooDeep:
+        raise too_deep() from None
+    except ValueError:
         raise bad_input({"_body": ["The body is not valid JSON."]}) from None
     return load(schema, data)
 

@@ -52,7 +52,8 @@ from .schemas.test_runs import (
 )
 
 ERRORS = {
-    400: "Bad input: `bad-input` (`details.fields`, or `details.reason` for cursors), "
+    400: "Bad input: `bad-input` (`details.fields`, or `details.reason` for cursors; "
+    "`details.maxDepth` for a body nested deeper than that), "
     "`item-not-found`, `run-not-of-agent`, `run-is-replay`.",
     401: "Missing, malformed, unknown, expired or revoked bearer token (`unauthenticated`).",
     403: "A permission is missing (`forbidden`, `details.needs`).",

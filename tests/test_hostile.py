@@ -880,6 +880,66 @@ def test_a_world_file_time_past_the_calendars_ends_is_a_world_error_naming_it(ap
         world.load({"runs": [run]})
 
 
+# ---------------------------------------------------------------- bodies nested past the limit
+
+
+MAX_DEPTH = 100  # arrays and objects, the body itself the first (docs/errors.md)
+
+
+def nested(depth: int) -> str:
+    """JSON text: arrays `depth` deep around a 0 (written out: json.dumps itself recurses)."""
+    return "[" * depth + "0" + "]" * depth
+
+
+DEEP_BODIES = {
+    # (path, the body's JSON text around a value, how deep that value sits in the body)
+    "a run's output": (f"/v1/agents/{AGENT}/runs",
+                       f'{{"projectId": "{P1}", "version": "1", "status": "finished", '
+                       '"output": %s}', 1),
+    "a result's output": (RESULTS,
+                          '{"results": [{"caseId": "case-2", "output": %s, "calls": []}]}', 3),
+    "a correction's call args": (f"{CASES}",
+                                 '{"runId": "run-1", "decisions": "wrong", '
+                                 '"shouldCall": [{"tool": "t", "args": {"x": %s}}]}', 4),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 975, 5000])
+@pytest.mark.parametrize("name", DEEP_BODIES)
+def test_a_body_nested_past_the_limit_is_bad_input_naming_the_limit_and_changes_nothing(
+    api, unchanged, test_runs, name, depth
+):
+    """Past the limit, at the depth that overflowed the body's check (975) and past the JSON
+    parser's own (5000): the same 400, which names the limit."""
+    path, around, sits = DEEP_BODIES[name]
+    with unchanged():
+        resp = send_as_admin(api, path, around % nested(depth - sits), test_runs)
+    assert resp.status_code == 400, resp.get_data(as_text=True)[:300]
+    err = error_of(resp)
+    assert err["code"] == "bad-input" and err["details"]["maxDepth"] == MAX_DEPTH, err
+    assert str(MAX_DEPTH) in err["details"]["fields"]["_body"][0], err
+
+
+@pytest.mark.parametrize("name", DEEP_BODIES)
+def test_a_body_nested_to_the_limit_is_taken_and_answered(api, test_runs, name):
+    path, around, sits = DEEP_BODIES[name]
+    resp = send_as_admin(api, path, around % nested(MAX_DEPTH - sits), test_runs)
+    assert resp.status_code in (200, 201), resp.get_data(as_text=True)[:300]
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 975, 5000])
+def test_a_form_with_call_args_nested_past_the_limit_is_a_400_page_naming_it(app, depth):
+    client = app.test_client()
+    sign_in(client, "publisher@acme.test", "publisher-pass-1")
+    form = {"runId": "run-1", "decisions": "wrong", "shouldCall-0-tool": "t",
+            "shouldCall-0-args": nested(depth - 3), "csrf_token": csrf_of(client)}  # fmt: skip
+    before = snapshot_db(app)
+    resp = client.post(f"/agents/{AGENT}/test-set/cases/new?projectId={P1}", data=form)
+    assert resp.status_code == 400, resp.text[:300]
+    assert f"more than {MAX_DEPTH}" in resp.text, resp.text[:300]
+    assert snapshot_db(app) == before
+
+
 # ---------------------------------------------------------------- bodies over the limit, live
 
 

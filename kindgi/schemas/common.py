@@ -5,6 +5,7 @@ store, paging, the error envelope, and `load` and `dump`.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable
@@ -25,12 +26,16 @@ from marshmallow import (
     validate,
 )
 
-from ..errors import bad_input
+from ..errors import DomainError, bad_input
 
 UUID_RE = re.compile(
     r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 )
 MAX_ARGS_JSON_CHARS = 4000
+MAX_JSON_DEPTH = 100  # arrays and objects in a body, its own object the first (docs/errors.md)
+TOO_DEEP = (
+    f"Arrays and objects nested more than {MAX_JSON_DEPTH} deep (the body's own is the first)."
+)
 
 
 # ---------------------------------------------------------------- fields
@@ -281,10 +286,55 @@ def dump(schema: type[Schema], obj: Any) -> Any:
     return _instance(schema).dump(obj)
 
 
+class TooDeep(ValueError):
+    """JSON nested past `MAX_JSON_DEPTH`."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_json(text: str | bytes) -> Any:
+    """JSON text as Python, as a request sends it (a body, a form's args): ValueError if it is
+    not JSON (NaN and Infinity included), `TooDeep` if it nests deeper than the parser itself
+    can follow, far past `MAX_JSON_DEPTH` (which `load` holds every body to)."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise TooDeep(TOO_DEEP) from None
+
+
+def too_deep() -> DomainError:
+    """400 `bad-input` for a body nested past `MAX_JSON_DEPTH`, naming the limit."""
+    return bad_input({"_body": [TOO_DEEP]}, maxDepth=MAX_JSON_DEPTH)
+
+
+_CONTAINERS = (dict, list)  # what JSON nests
+
+
+def _deeper_than(data: Any, limit: int) -> bool:
+    """Whether arrays and objects nest in `data` more than `limit` deep: a level at a time, not
+    recursively, so no depth can overflow the check (as it did the checks after it)."""
+    level = [data] if isinstance(data, _CONTAINERS) else []
+    for _ in range(limit):
+        level = [
+            child
+            for node in level
+            for child in (node.values() if type(node) is dict else node)
+            if isinstance(child, _CONTAINERS)  # a tuple: faster than `dict | list`
+        ]
+        if not level:
+            return False
+    return bool(level)
+
+
 def load(schema: type[Schema], data: Any) -> dict[str, Any]:
-    """Validate `data` with `schema`: the loaded dict, or 400 `bad-input` naming each field."""
+    """Validate `data` with `schema`: the loaded dict, or 400 `bad-input` naming each field.
+    Every body passes here, JSON or a form's, so here it is held to `MAX_JSON_DEPTH`."""
     if not isinstance(data, dict):
         raise bad_input({"_body": ["Send a JSON object."]})
+    if _deeper_than(data, MAX_JSON_DEPTH):
+        raise too_deep()
     try:
         return _instance(schema).load(data)
     except ValidationError as err:
