@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from flask import (
@@ -15,11 +14,59 @@ from flask import (
     stream_with_context,
     url_for,
 )
+from marshmallow import Schema
 
-from . import grading, http, otlp, reports, schemas, service
+from . import grading, http, otlp, reports, service
 from .config import API_PREFIX
 from .database import reading
 from .errors import BadInput, RequestTooLarge, UnsupportedMediaType, bad_input
+from .schemas.cases import (
+    BulkRestoreBody,
+    BulkRetireBody,
+    CasesQuery,
+    ExportQuery,
+    RestoreBody,
+    RetireBody,
+    SnapshotOut,
+    case_json,
+)
+from .schemas.common import (
+    PageQuery,
+    Paging,
+    TestSetQuery,
+    TooDeep,
+    dump,
+    load,
+    page_json,
+    parse_json,
+    too_deep,
+)
+from .schemas.corrections import (
+    AddCaseBody,
+    CorrectionOut,
+    CorrectionStatusBody,
+    RecordCorrectionBody,
+)
+from .schemas.counts import test_set_json
+from .schemas.identity import NewTokenBody, TokenOut
+from .schemas.runs import RecordRunBody, RunOut, RunsQuery
+from .schemas.test_runs import (
+    CompareQuery,
+    DiffQuery,
+    EmptyBody,
+    ResultsBody,
+    ResultsQuery,
+    RunCasesQuery,
+    StartTestRunBody,
+    TestRunsQuery,
+    change_counts_json,
+    compare_row_json,
+    result_detail_json,
+    result_json,
+    runner_case_json,
+    test_run_json,
+    version_json,
+)
 
 bp = Blueprint("api", __name__, url_prefix=API_PREFIX)
 PUBLIC_ENDPOINTS = {"api.openapi"}
@@ -35,26 +82,24 @@ def _authenticate():
     return http.claim_idempotency_key(g.caller.scope)
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def body(schema: type[schemas.Schema]) -> dict[str, Any]:
+def body(schema: type[Schema]) -> dict[str, Any]:
     """The request's JSON body, validated by `schema`; an empty body is an empty object."""
     raw = request.get_data()
     if not raw:
-        return schemas.load(schema, {})
+        return load(schema, {})
     if request.mimetype != "application/json":
         raise UnsupportedMediaType()
     try:
-        data = json.loads(raw, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
+        data = parse_json(raw)
+    except TooDeep:
+        raise too_deep() from None
+    except ValueError:
         raise bad_input({"_body": ["The body is not valid JSON."]}) from None
-    return schemas.load(schema, data)
+    return load(schema, data)
 
 
-def query(schema: type[schemas.Schema]) -> dict[str, Any]:
-    return schemas.load(schema, request.args.to_dict())
+def query(schema: type[Schema]) -> dict[str, Any]:
+    return load(schema, request.args.to_dict())
 
 
 def _case_url(agent_id: str, case_id: str) -> str:
@@ -66,23 +111,23 @@ def _case_url(agent_id: str, case_id: str) -> str:
 
 @bp.get("/agents/<agent_id>/test-set")
 def get_test_set(agent_id: str):
-    args = query(schemas.TestSetQuery)
+    args = query(TestSetQuery)
     counts = service.test_set(g.caller, agent_id, args["projectId"])
-    return jsonify(schemas.test_set_json(counts))
+    return jsonify(test_set_json(counts))
 
 
 @bp.get("/agents/<agent_id>/test-set/cases")
 def list_cases(agent_id: str):
-    args = query(schemas.CasesQuery)
+    args = query(CasesQuery)
     page = service.list_cases(g.caller, agent_id, args.pop("projectId"), **args)
-    return jsonify(schemas.page_json(page, schemas.case_json))
+    return jsonify(page_json(page, case_json))
 
 
 @bp.post("/agents/<agent_id>/test-set/cases")
 def add_case(agent_id: str):
-    case = service.add_hand_case(g.caller, agent_id, body(schemas.AddCaseBody))
+    case = service.add_hand_case(g.caller, agent_id, body(AddCaseBody))
     return (
-        jsonify(schemas.case_json(case)),
+        jsonify(case_json(case)),
         201,
         {"Location": _case_url(agent_id, case.id)},
     )
@@ -90,23 +135,23 @@ def add_case(agent_id: str):
 
 @bp.post("/agents/<agent_id>/test-set/cases/retire")
 def retire_cases(agent_id: str):
-    args = body(schemas.BulkRetireBody)
+    args = body(BulkRetireBody)
     cases = service.retire_cases(
         g.caller, agent_id, args["projectId"], args["caseIds"], args["reason"]
     )
-    return jsonify(data=[schemas.case_json(case) for case in cases])
+    return jsonify(data=[case_json(case) for case in cases])
 
 
 @bp.post("/agents/<agent_id>/test-set/cases/restore")
 def restore_cases(agent_id: str):
-    args = body(schemas.BulkRestoreBody)
+    args = body(BulkRestoreBody)
     cases = service.restore_cases(g.caller, agent_id, args["projectId"], args["caseIds"])
-    return jsonify(data=[schemas.case_json(case) for case in cases])
+    return jsonify(data=[case_json(case) for case in cases])
 
 
 @bp.get("/agents/<agent_id>/test-set/export")
 def export(agent_id: str):
-    args = query(schemas.ExportQuery)
+    args = query(ExportQuery)
     project_id, form = args.pop("projectId"), args.pop("format")
     rows = service.export_cases(g.caller, agent_id, project_id, **args)
     stem = "-".join([agent_id, project_id, *([args["version"]] if "version" in args else [])])
@@ -116,21 +161,21 @@ def export(agent_id: str):
 @bp.get("/agents/<agent_id>/test-set/cases/<case_id>")
 def get_case(agent_id: str, case_id: str):
     view = service.get_case(g.caller, agent_id, case_id)
-    out = schemas.case_json(view.case)
-    out["snapshot"] = schemas.dump(schemas.SnapshotOut, view.snapshot)
+    out = case_json(view.case)
+    out["snapshot"] = dump(SnapshotOut, view.snapshot)
     return jsonify(out)
 
 
 @bp.post("/agents/<agent_id>/test-set/cases/<case_id>/retire")
 def retire_case(agent_id: str, case_id: str):
-    reason = body(schemas.RetireBody)["reason"]
-    return jsonify(schemas.case_json(service.retire_case(g.caller, agent_id, case_id, reason)))
+    reason = body(RetireBody)["reason"]
+    return jsonify(case_json(service.retire_case(g.caller, agent_id, case_id, reason)))
 
 
 @bp.post("/agents/<agent_id>/test-set/cases/<case_id>/restore")
 def restore_case(agent_id: str, case_id: str):
-    body(schemas.RestoreBody)
-    return jsonify(schemas.case_json(service.restore_case(g.caller, agent_id, case_id)))
+    body(RestoreBody)
+    return jsonify(case_json(service.restore_case(g.caller, agent_id, case_id)))
 
 
 # ---------------------------------------------------------------- runs and corrections
@@ -138,28 +183,28 @@ def restore_case(agent_id: str, case_id: str):
 
 @bp.get("/agents/<agent_id>/runs")
 def list_runs(agent_id: str):
-    args = query(schemas.RunsQuery)
+    args = query(RunsQuery)
     page = service.list_runs(g.caller, agent_id, args.pop("projectId"), **args)
-    return jsonify(schemas.page_json(page, lambda run: schemas.dump(schemas.RunOut, run)))
+    return jsonify(page_json(page, lambda run: dump(RunOut, run)))
 
 
 @bp.post("/agents/<agent_id>/runs")
 def record_run(agent_id: str):
-    run = service.record_run(g.caller, agent_id, body(schemas.RecordRunBody))
-    return jsonify(schemas.dump(schemas.RunOut, run)), 201
+    run = service.record_run(g.caller, agent_id, body(RecordRunBody))
+    return jsonify(dump(RunOut, run)), 201
 
 
 @bp.post("/agents/<agent_id>/runs/<run_id>/corrections")
 def record_correction(agent_id: str, run_id: str):
-    case = service.record_correction(g.caller, agent_id, run_id, body(schemas.RecordCorrectionBody))
-    return jsonify(schemas.dump(schemas.CorrectionOut, case)), 201
+    case = service.record_correction(g.caller, agent_id, run_id, body(RecordCorrectionBody))
+    return jsonify(dump(CorrectionOut, case)), 201
 
 
 @bp.patch("/agents/<agent_id>/corrections/<correction_id>")
 def set_correction_status(agent_id: str, correction_id: str):
-    status = body(schemas.CorrectionStatusBody)["status"]
+    status = body(CorrectionStatusBody)["status"]
     case = service.set_correction_status(g.caller, agent_id, correction_id, status)
-    return jsonify(schemas.dump(schemas.CorrectionOut, case))
+    return jsonify(dump(CorrectionOut, case))
 
 
 # ---------------------------------------------------------------- OpenTelemetry traces
@@ -194,16 +239,16 @@ def export_traces():
 
 @bp.post("/tokens")
 def create_token():
-    args = body(schemas.NewTokenBody)
+    args = body(NewTokenBody)
     token, secret = service.create_token(g.caller, args["name"], args.get("expiresAt"))
     g.withhold_answer = True  # an answer with a secret is never kept for replay
-    return jsonify({**schemas.dump(schemas.TokenOut, token), "secret": secret}), 201
+    return jsonify({**dump(TokenOut, token), "secret": secret}), 201
 
 
 @bp.get("/tokens")
 def list_tokens():
-    page = service.list_tokens(g.caller, **query(schemas.Paging))
-    return jsonify(schemas.page_json(page, lambda token: schemas.dump(schemas.TokenOut, token)))
+    page = service.list_tokens(g.caller, **query(Paging))
+    return jsonify(page_json(page, lambda token: dump(TokenOut, token)))
 
 
 @bp.delete("/tokens/<token_id>")
@@ -224,16 +269,16 @@ def openapi():
 
 @bp.get("/agents/<agent_id>/test-set/versions")
 def list_versions(agent_id: str):
-    args = query(schemas.PageQuery)
+    args = query(PageQuery)
     set_id, page = service.list_versions(g.caller, agent_id, args.pop("projectId"), **args)
-    return jsonify(schemas.page_json(page, lambda row: schemas.version_json(row, set_id)))
+    return jsonify(page_json(page, lambda row: version_json(row, set_id)))
 
 
 @bp.get("/agents/<agent_id>/test-set/versions/<version>/diff/<other>")
 def diff_versions(agent_id: str, version: str, other: str):
-    args = query(schemas.DiffQuery)
+    args = query(DiffQuery)
     diff = service.diff_versions(g.caller, agent_id, args.pop("projectId"), version, other, **args)
-    out = schemas.page_json(
+    out = page_json(
         diff.page,
         lambda r: {"caseId": r[0], "change": r[1], "kind": r[2], "expert": bool(r[3])},
     )
@@ -242,7 +287,7 @@ def diff_versions(agent_id: str, version: str, other: str):
 
 
 def _run_json(view: service.RunView) -> dict[str, Any]:
-    return schemas.test_run_json(view, grading.wilson)
+    return test_run_json(view, grading.wilson)
 
 
 def _run_url(agent_id: str, run_id: str) -> str:
@@ -251,15 +296,15 @@ def _run_url(agent_id: str, run_id: str) -> str:
 
 @bp.post("/agents/<agent_id>/test-runs")
 def start_test_run(agent_id: str):
-    view = service.start_test_run(g.caller, agent_id, body(schemas.StartTestRunBody))
+    view = service.start_test_run(g.caller, agent_id, body(StartTestRunBody))
     return jsonify(_run_json(view)), 201, {"Location": _run_url(agent_id, view.run.id)}
 
 
 @bp.get("/agents/<agent_id>/test-runs")
 def list_test_runs(agent_id: str):
-    args = query(schemas.TestRunsQuery)
+    args = query(TestRunsQuery)
     page, agent = service.list_test_runs(g.caller, agent_id, args.pop("projectId"), **args)
-    return jsonify(schemas.page_json(page, lambda run: _run_json(service.RunView(run, agent))))
+    return jsonify(page_json(page, lambda run: _run_json(service.RunView(run, agent))))
 
 
 @bp.get("/agents/<agent_id>/test-runs/<run_id>")
@@ -269,55 +314,53 @@ def get_test_run(agent_id: str, run_id: str):
 
 @bp.get("/agents/<agent_id>/test-runs/<run_id>/cases")
 def runner_cases(agent_id: str, run_id: str):
-    args = query(schemas.RunCasesQuery)
+    args = query(RunCasesQuery)
     args["awaiting"] = args.get("awaiting") == "true"
     page = service.runner_cases(g.caller, agent_id, run_id, **args)
-    return jsonify(schemas.page_json(page, schemas.runner_case_json))
+    return jsonify(page_json(page, runner_case_json))
 
 
 @bp.post("/agents/<agent_id>/test-runs/<run_id>/results")
 def send_results(agent_id: str, run_id: str):
-    results = body(schemas.ResultsBody)["results"]
+    results = body(ResultsBody)["results"]
     accepted, duplicates, view = service.send_results(g.caller, agent_id, run_id, results)
     return jsonify({"accepted": accepted, "duplicates": duplicates, "run": _run_json(view)})
 
 
 @bp.post("/agents/<agent_id>/test-runs/<run_id>/finish")
 def finish_test_run(agent_id: str, run_id: str):
-    body(schemas.EmptyBody)
+    body(EmptyBody)
     return jsonify(_run_json(service.finish_test_run(g.caller, agent_id, run_id)))
 
 
 @bp.post("/agents/<agent_id>/test-runs/<run_id>/cancel")
 def cancel_test_run(agent_id: str, run_id: str):
-    body(schemas.EmptyBody)
+    body(EmptyBody)
     return jsonify(_run_json(service.cancel_test_run(g.caller, agent_id, run_id)))
 
 
 @bp.get("/agents/<agent_id>/test-runs/<run_id>/results")
 def list_results(agent_id: str, run_id: str):
-    args = query(schemas.ResultsQuery)
+    args = query(ResultsQuery)
     if "outcome" in args:
         args["outcome"] = args["outcome"].split(",")
     page = service.list_results(g.caller, agent_id, run_id, **args)
-    return jsonify(schemas.page_json(page, schemas.result_json))
+    return jsonify(page_json(page, result_json))
 
 
 @bp.get("/agents/<agent_id>/test-runs/<run_id>/results/<case_id>")
 def get_result(agent_id: str, run_id: str, case_id: str):
-    return jsonify(
-        schemas.result_detail_json(service.get_result(g.caller, agent_id, run_id, case_id))
-    )
+    return jsonify(result_detail_json(service.get_result(g.caller, agent_id, run_id, case_id)))
 
 
 @bp.get("/agents/<agent_id>/test-runs/<run_id>/compare/<other_id>")
 def compare(agent_id: str, run_id: str, other_id: str):
-    args = query(schemas.CompareQuery)
+    args = query(CompareQuery)
     if "change" in args:
         args["change"] = args["change"].split(",")
     found = service.compare(g.caller, agent_id, run_id, other_id, **args)
-    out = schemas.page_json(found.page, schemas.compare_row_json)
-    out["counts"] = schemas.change_counts_json(found.counts)
+    out = page_json(found.page, compare_row_json)
+    out["counts"] = change_counts_json(found.counts)
     out["pValue"] = found.p_value
     return jsonify(out)
 

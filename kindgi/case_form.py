@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .grading import element_key
+from .schemas.common import TooDeep, parse_json
 
 MAX_LISTS = 20  # lists of a run's output offered at most
 MAX_ELEMENTS = 100  # elements of a list taken at most: a case holds 100 items
@@ -180,7 +181,9 @@ def case_body(shown: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list[str
             call: dict[str, Any] = {"tool": row["tool"]}
             if row["args"]:
                 try:
-                    call["args"] = json.loads(row["args"])
+                    call["args"] = parse_json(row["args"])
+                except TooDeep as err:
+                    errors[f"shouldCall.{i}.args"] = [str(err)]
                 except ValueError:
                     errors[f"shouldCall.{i}.args"] = [
                         'Not valid JSON: write an object, e.g. {"q": "lease"}.'

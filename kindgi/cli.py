@@ -20,7 +20,7 @@ from .config import API_PREFIX
 from .database import commit, db, set_writing
 from .errors import DomainError
 from .models import Case, Tenant, User
-from .schemas import rfc3339
+from .schemas.common import rfc3339
 
 group = AppGroup("kindgi", help="Load worlds and demo data.")
 

@@ -31,7 +31,7 @@ from .errors import (
     bad_input,
 )
 from .models import IdempotencyRecord
-from .schemas import rfc3339
+from .schemas.common import rfc3339
 from .service.common import clock, dialect, insert_for, sql
 
 HEADER = "Idempotency-Key"

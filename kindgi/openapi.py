@@ -9,10 +9,51 @@ from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Flask
 
-from . import schemas
+from .schemas.cases import (
+    BulkRestoreBody,
+    BulkRetireBody,
+    CaseDetailOut,
+    CaseList,
+    CaseOut,
+    CasePage,
+    CasesQuery,
+    ExportQuery,
+    RestoreBody,
+    RetireBody,
+)
+from .schemas.common import UUID_RE, ErrorOut, PageQuery, Paging, TestSetQuery
+from .schemas.corrections import (
+    AddCaseBody,
+    CorrectionOut,
+    CorrectionStatusBody,
+    RecordCorrectionBody,
+)
+from .schemas.counts import TestSetOut
+from .schemas.identity import NewTokenBody, NewTokenOut, TokenPage
+from .schemas.runs import RecordRunBody, RunOut, RunPage, RunsQuery
+from .schemas.test_runs import (
+    ComparePage,
+    CompareQuery,
+    DiffPage,
+    DiffQuery,
+    EmptyBody,
+    ResultDetailOut,
+    ResultPage,
+    ResultsAccepted,
+    ResultsBody,
+    ResultsQuery,
+    RunCasePage,
+    RunCasesQuery,
+    StartTestRunBody,
+    TestRunOut,
+    TestRunPage,
+    TestRunsQuery,
+    VersionPage,
+)
 
 ERRORS = {
-    400: "Bad input: `bad-input` (`details.fields`, or `details.reason` for cursors), "
+    400: "Bad input: `bad-input` (`details.fields`, or `details.reason` for cursors; "
+    "`details.maxDepth` for a body nested deeper than that), "
     "`item-not-found`, `run-not-of-agent`, `run-is-replay`.",
     401: "Missing, malformed, unknown, expired or revoked bearer token (`unauthenticated`).",
     403: "A permission is missing (`forbidden`, `details.needs`).",
@@ -75,28 +116,28 @@ OPERATIONS: dict[str, Operation] = {
     "api.get_test_set": Operation(
         "agentsTestSetGet",
         "A project's test set of an agent: its counts, exact as of now.",
-        schemas.TestSetQuery,
+        TestSetQuery,
         None,
         200,
-        schemas.TestSetOut,
+        TestSetOut,
         (),
     ),
     "api.list_cases": Operation(
         "agentsTestSetListCases",
         "List a project's cases of an agent's test set, newest added first.",
-        schemas.CasesQuery,
+        CasesQuery,
         None,
         200,
-        schemas.CasePage,
+        CasePage,
         (),
     ),
     "api.add_case": Operation(
         "agentsTestSetAddCase",
         "Add a case by hand from a correction's body on one of the agent's finished runs.",
         None,
-        schemas.AddCaseBody,
+        AddCaseBody,
         201,
-        schemas.CaseOut,
+        CaseOut,
         (410,),
     ),
     "api.get_case": Operation(
@@ -105,25 +146,25 @@ OPERATIONS: dict[str, Operation] = {
         None,
         None,
         200,
-        schemas.CaseDetailOut,
+        CaseDetailOut,
         (),
     ),
     "api.retire_case": Operation(
         "agentsTestSetRetireCase",
         "Retire a case: it stays listed with include=retired and no test run checks it.",
         None,
-        schemas.RetireBody,
+        RetireBody,
         200,
-        schemas.CaseOut,
+        CaseOut,
         (),
     ),
     "api.restore_case": Operation(
         "agentsTestSetRestoreCase",
         "Restore a retired case.",
         None,
-        schemas.RestoreBody,
+        RestoreBody,
         200,
-        schemas.CaseOut,
+        CaseOut,
         (),
     ),
     "api.list_runs": Operation(
@@ -132,55 +173,55 @@ OPERATIONS: dict[str, Operation] = {
         "status, version, a tool called, whether a case was made from them, time and text "
         "(every filter combines, and is bound into the cursor). Runs no case was made from are "
         "deleted after `KINDGI_RUN_RETENTION_DAYS` (30 by default).",
-        schemas.RunsQuery,
+        RunsQuery,
         None,
         200,
-        schemas.RunPage,
+        RunPage,
         (),
     ),
     "api.record_run": Operation(
         "agentsRecordRun",
         "Record a run of an agent version in a project.",
         None,
-        schemas.RecordRunBody,
+        RecordRunBody,
         201,
-        schemas.RunOut,
+        RunOut,
         (),
     ),
     "api.record_correction": Operation(
         "agentsRecordCorrection",
         "Record an expert's correction of a finished run.",
         None,
-        schemas.RecordCorrectionBody,
+        RecordCorrectionBody,
         201,
-        schemas.CorrectionOut,
+        CorrectionOut,
         (410,),
     ),
     "api.set_correction_status": Operation(
         "agentsSetCorrectionStatus",
         "Change a correction's status; won't-fix and removed take it out of the test set.",
         None,
-        schemas.CorrectionStatusBody,
+        CorrectionStatusBody,
         200,
-        schemas.CorrectionOut,
+        CorrectionOut,
         (),
     ),
     "api.create_token": Operation(
         "tokensCreate",
         "Create a personal API token; the only answer that ever shows its secret.",
         None,
-        schemas.NewTokenBody,
+        NewTokenBody,
         201,
-        schemas.NewTokenOut,
+        NewTokenOut,
         (),
     ),
     "api.list_tokens": Operation(
         "tokensList",
         "Your tokens, newest first, a page at a time; never their secrets.",
-        schemas.Paging,
+        Paging,
         None,
         200,
-        schemas.TokenPage,
+        TokenPage,
         (),
     ),
     "api.revoke_token": Operation(
@@ -205,37 +246,37 @@ OPERATIONS: dict[str, Operation] = {
     "api.list_versions": Operation(
         "agentsTestSetListVersions",
         "The test set's frozen versions, newest first.",
-        schemas.PageQuery,
+        PageQuery,
         None,
         200,
-        schemas.VersionPage,
+        VersionPage,
         (),
     ),
     "api.diff_versions": Operation(
         "agentsTestSetDiffVersions",
         "The cases in one version and not the other (added), or the reverse (removed).",
-        schemas.DiffQuery,
+        DiffQuery,
         None,
         200,
-        schemas.DiffPage,
+        DiffPage,
         (),
     ),
     "api.start_test_run": Operation(
         "agentsTestRunsStart",
         "Freeze the test set (or reuse its unchanged version) and open a test run.",
         None,
-        schemas.StartTestRunBody,
+        StartTestRunBody,
         201,
-        schemas.TestRunOut,
+        TestRunOut,
         (),
     ),
     "api.list_test_runs": Operation(
         "agentsTestRunsList",
         "A test set's test runs, newest first.",
-        schemas.TestRunsQuery,
+        TestRunsQuery,
         None,
         200,
-        schemas.TestRunPage,
+        TestRunPage,
         (),
     ),
     "api.get_test_run": Operation(
@@ -244,53 +285,53 @@ OPERATIONS: dict[str, Operation] = {
         None,
         None,
         200,
-        schemas.TestRunOut,
+        TestRunOut,
         (),
     ),
     "api.runner_cases": Operation(
         "agentsTestRunsCases",
         "What a runner needs of each case, by case id (awaiting=true: only those with no "
         "result yet).",
-        schemas.RunCasesQuery,
+        RunCasesQuery,
         None,
         200,
-        schemas.RunCasePage,
+        RunCasePage,
         (),
     ),
     "api.send_results": Operation(
         "agentsTestRunsSendResults",
         "Send 1 to 500 results, graded at once; all or nothing, a duplicate is a no-op.",
         None,
-        schemas.ResultsBody,
+        ResultsBody,
         200,
-        schemas.ResultsAccepted,
+        ResultsAccepted,
         (),
     ),
     "api.finish_test_run": Operation(
         "agentsTestRunsFinish",
         "No more results: cases without one become errors (no-result).",
         None,
-        schemas.EmptyBody,
+        EmptyBody,
         200,
-        schemas.TestRunOut,
+        TestRunOut,
         (),
     ),
     "api.cancel_test_run": Operation(
         "agentsTestRunsCancel",
         "Cancel a test run that is not over.",
         None,
-        schemas.EmptyBody,
+        EmptyBody,
         200,
-        schemas.TestRunOut,
+        TestRunOut,
         (),
     ),
     "api.list_results": Operation(
         "agentsTestRunsListResults",
         "The cases that have a result, by case id, each outcome explained.",
-        schemas.ResultsQuery,
+        ResultsQuery,
         None,
         200,
-        schemas.ResultPage,
+        ResultPage,
         (),
     ),
     "api.get_result": Operation(
@@ -299,17 +340,17 @@ OPERATIONS: dict[str, Operation] = {
         None,
         None,
         200,
-        schemas.ResultDetailOut,
+        ResultDetailOut,
         (),
     ),
     "api.compare": Operation(
         "agentsTestRunsCompare",
         "This run against another of the same test set, paired by case id, with the exact "
         "McNemar p-value of regressed against fixed.",
-        schemas.CompareQuery,
+        CompareQuery,
         None,
         200,
-        schemas.ComparePage,
+        ComparePage,
         (409,),
     ),
     "api.report": Operation(
@@ -326,9 +367,9 @@ OPERATIONS: dict[str, Operation] = {
         "Retire several cases of a test set at once: all of them, or none (404 `case-not-found` "
         "or 409 `case-retired` with `details.caseIds` naming the cases at fault).",
         None,
-        schemas.BulkRetireBody,
+        BulkRetireBody,
         200,
-        schemas.CaseList,
+        CaseList,
         (),
     ),
     "api.restore_cases": Operation(
@@ -336,9 +377,9 @@ OPERATIONS: dict[str, Operation] = {
         "Restore several retired cases at once: all of them, or none (404 `case-not-found` or "
         "409 `case-active` with `details.caseIds`).",
         None,
-        schemas.BulkRestoreBody,
+        BulkRestoreBody,
         200,
-        schemas.CaseList,
+        CaseList,
         (),
     ),
     "api.export_traces": Operation(
@@ -356,7 +397,7 @@ OPERATIONS: dict[str, Operation] = {
         "agentsTestSetExport",
         "The whole test set, streamed: a JSON line a case (the case as listed, plus its run's "
         "`input`, `output` and `calls`), or CSV with the columns docs/deploy.md lists.",
-        schemas.ExportQuery,
+        ExportQuery,
         None,
         200,
         ("application/x-ndjson", "text/csv"),
@@ -393,7 +434,7 @@ def _operation(method: str, path: str, operation: Operation) -> dict[str, Any]:
         op["security"] = [{"bearerAuth": []}]
     if body is not None:
         op["requestBody"] = {
-            "required": method != "post" or body is not schemas.RestoreBody,
+            "required": method != "post" or body is not RestoreBody,
             "content": {"application/json": {"schema": body}},
         }
     return op
@@ -499,7 +540,7 @@ def _build(app: Flask) -> dict[str, Any]:
         "bearerAuth",
         {"type": "http", "scheme": "bearer", "description": "`kgi_…` personal or service token."},
     )
-    spec.components.schema("Error", schema=schemas.ErrorOut)
+    spec.components.schema("Error", schema=ErrorOut)
     for code, text in ERRORS.items():
         headers = {"X-Request-Id": {"schema": {"type": "string"}}}
         if code in (409, 503):
@@ -528,14 +569,14 @@ def _build(app: Flask) -> dict[str, Any]:
 
 def _with_uuid_patterns(node: Any) -> Any:
     """A `format: uuid` string also gets the pattern the app checks, since a validator or a
-    client generator need not know the format (`schemas.UUID_RE`: any case, hyphenated)."""
+    client generator need not know the format (`schemas.common.UUID_RE`: any case, hyphenated)."""
     if isinstance(node, list):
         return [_with_uuid_patterns(n) for n in node]
     if not isinstance(node, dict):
         return node
     out = {k: _with_uuid_patterns(v) for k, v in node.items()}
     if out.get("format") == "uuid" and out.get("type") == "string":
-        out.setdefault("pattern", schemas.UUID_RE.pattern)
+        out.setdefault("pattern", UUID_RE.pattern)
     return out
 
 

@@ -27,8 +27,13 @@ from flask_login import current_user, login_required, login_user, logout_user
 from flask_wtf.csrf import generate_csrf
 from jsonpointer import JsonPointerException, resolve_pointer
 
-from . import case_form, http, reports, schemas, service, views
+from . import case_form, http, reports, service, views
 from .errors import BadInput, DomainError, TooManyAttempts, bad_input
+from .schemas.cases import BulkRestoreBody, BulkRetireBody, CasesQuery, ExportQuery, RetireBody
+from .schemas.common import Paging, TestSetQuery, load
+from .schemas.corrections import AddCaseBody
+from .schemas.identity import NewTokenBody
+from .schemas.runs import RunsQuery
 from .words import words
 
 bp = Blueprint("pages", __name__)
@@ -128,7 +133,8 @@ DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 def _page_args(after: str, before: str) -> dict[str, Any]:
     """A list page's query as the API's: fields left empty left out, the part boxes joined,
     and a day (the form's date inputs) as its start, the `before` one as the next day's, so
-    both days given are included."""
+    both days given are included (before the day after 9999-12-31, which no calendar has, is
+    every time there is: no bound)."""
     args = {name: value for name, value in request.args.items() if value != ""}
     parts = [p for p in request.args.getlist("part") if p]
     if parts:
@@ -139,6 +145,9 @@ def _page_args(after: str, before: str) -> dict[str, Any]:
                 day = date.fromisoformat(args[name]) + timedelta(days=days)
             except ValueError:
                 continue  # not a day: the schema says so
+            except OverflowError:
+                del args[name]
+                continue
             args[name] = f"{day.isoformat()}T00:00:00Z"
     return args
 
@@ -147,7 +156,7 @@ def _list_query(schema: type, after: str, before: str) -> tuple[dict[str, Any], 
     """A list page's query checked by `schema` (its dates `after` and `before`, see
     `_page_args`), less its project; its project; whether htmx asks for the list alone; and
     whether for just the next rows ("Load more")."""
-    args = schemas.load(schema, _page_args(after, before))
+    args = load(schema, _page_args(after, before))
     swap = views.swap()
     return args, args.pop("projectId"), swap, swap and bool(args.get("cursor"))
 
@@ -155,7 +164,7 @@ def _list_query(schema: type, after: str, before: str) -> tuple[dict[str, Any], 
 @bp.get("/agents/<agent_id>/test-set/cases")
 @login_required
 def cases(agent_id: str):
-    args, project_id, swap, more = _list_query(schemas.CasesQuery, "addedAfter", "addedBefore")
+    args, project_id, swap, more = _list_query(CasesQuery, "addedAfter", "addedBefore")
     try:
         view = service.cases_page(current_user, agent_id, project_id, with_counts=not more, **args)
     except BadInput as err:
@@ -210,7 +219,7 @@ def _more_url(page: service.Page) -> str | None:
 @login_required
 def export(agent_id: str):
     """The export, for the signed-in expert (the API's takes a bearer token)."""
-    args = schemas.load(schemas.ExportQuery, request.args.to_dict())
+    args = load(ExportQuery, request.args.to_dict())
     project_id, form = args.pop("projectId"), args.pop("format")
     rows = service.export_cases(current_user, agent_id, project_id, **args)
     return http.download(*reports.export(rows, form), f"{agent_id}-{project_id}", form)
@@ -228,12 +237,12 @@ def bulk(agent_id: str):
         fields["reason"] = form.get("reason", "").strip()
     try:
         if retiring:
-            args = schemas.load(schemas.BulkRetireBody, fields)
+            args = load(BulkRetireBody, fields)
             done = service.retire_cases(
                 current_user, agent_id, args["projectId"], args["caseIds"], args["reason"]
             )
         else:
-            args = schemas.load(schemas.BulkRestoreBody, fields)
+            args = load(BulkRestoreBody, fields)
             done = service.restore_cases(current_user, agent_id, args["projectId"], args["caseIds"])
     except DomainError as err:
         if err.status in (401, 403, 404) and "caseIds" not in (err.details or {}):
@@ -271,7 +280,7 @@ def case(agent_id: str, case_id: str):
 def retire(agent_id: str, case_id: str):
     reason = request.form.get("reason", "")
     try:
-        body = schemas.load(schemas.RetireBody, {"reason": reason.strip()})
+        body = load(RetireBody, {"reason": reason.strip()})
     except DomainError as err:
         view = service.get_case(current_user, agent_id, case_id, history=True)
         errors = (err.details or {}).get("fields", {})
@@ -300,7 +309,7 @@ FORM_ACTIONS = ("more", "find", "show", "take")
 def new_case(agent_id: str):
     """The add-case form: a run picked, shown, and its calls and lists taken into the case with
     a button each (htmx re-renders the form in place), or anything typed by hand."""
-    project_id = schemas.load(schemas.TestSetQuery, request.args.to_dict())["projectId"]
+    project_id = load(TestSetQuery, request.args.to_dict())["projectId"]
     search = request.values.get("search", "").replace("\x00", "").strip()
     form = request.form if request.method == "POST" else request.args
     shown = case_form.shown_fields(form)
@@ -316,9 +325,7 @@ def new_case(agent_id: str):
         try:
             if errors:
                 raise bad_input(errors)
-            created = service.add_hand_case(
-                current_user, agent_id, schemas.load(schemas.AddCaseBody, body)
-            )
+            created = service.add_hand_case(current_user, agent_id, load(AddCaseBody, body))
             flash("Case added.")
             return redirect(url_for("pages.case", agent_id=agent_id, case_id=created.id), 303)
         except DomainError as err:  # shown next to the fields it names, or above the form
@@ -357,7 +364,7 @@ def inbox(agent_id: str):
     """An agent's runs in a project, newest first, filtered, to go through and make cases
     from; `j`/`k` move between them and `a` adds a case (static/inbox.js), all of it plain
     links and a GET form underneath."""
-    args, project_id, swap, more = _list_query(schemas.RunsQuery, "after", "before")
+    args, project_id, swap, more = _list_query(RunsQuery, "after", "before")
     try:
         view = service.inbox_page(current_user, agent_id, project_id, with_choices=not more, **args)
     except BadInput as err:
@@ -395,16 +402,14 @@ def tokens():
     errors: dict[str, list[str]] = {}
     status = 200
     if request.method == "GET":
-        paging = schemas.load(schemas.Paging, request.args.to_dict())
+        paging = load(Paging, request.args.to_dict())
         try:
             page = service.list_tokens(current_user, **paging)
         except BadInput as err:
             return _restart_list(err, "That page of tokens is out of date; here are the newest.")
     else:
         try:
-            args = schemas.load(
-                schemas.NewTokenBody, {"name": request.form.get("name", "").strip()}
-            )
+            args = load(NewTokenBody, {"name": request.form.get("name", "").strip()})
             token, secret = service.create_token(current_user, args["name"], None)
             created = {"name": token.name, "secret": secret}
             status = 201

@@ -13,7 +13,7 @@ from xml.sax.saxutils import quoteattr
 
 import orjson
 
-from .schemas import case_json
+from .schemas.cases import case_json
 
 SKIPPED = ("ungraded", "pending", "awaiting")
 # What XML 1.0 can't carry: control characters but tab and the newlines, and U+FFFE/U+FFFF
@@ -69,7 +69,7 @@ def junit(view: Any, rows: Iterable[tuple[str, str, str | None, Any]]) -> Iterat
 # ---------------------------------------------------------------- a test set exported
 
 SNAPSHOT = ("input", "output", "calls")  # what follows a case's own columns in an export row
-CASE_WIDTH = 15  # a case's columns (`schemas.CASE_FIELDS`) before its snapshot's
+CASE_WIDTH = 15  # a case's columns (`schemas.cases.CASE_FIELDS`) before its snapshot's
 
 
 WRITE_BYTES = 64 * 1024  # written to the socket in pieces of about this size, not a line each

@@ -14,7 +14,9 @@ from urllib.parse import urlencode
 from flask import Blueprint, Flask, render_template, request
 from flask_login import current_user, login_required
 
-from . import grading, schemas, service, views
+from . import grading, service, views
+from .schemas.common import load
+from .schemas.test_runs import ComparePageQuery, ResultsQuery, TestSetRunsQuery, test_run_json
 
 bp = Blueprint("runs", __name__)
 
@@ -61,13 +63,13 @@ def _p_value_words(p: float) -> str:
 
 def _run_json(view: service.RunView) -> dict[str, Any]:
     """A run as the API shows it: its pass rate and interval, mean score, agreement."""
-    return schemas.test_run_json(view, grading.wilson)
+    return test_run_json(view, grading.wilson)
 
 
 def _args(schema: type, names: tuple[str, ...] = ()) -> dict[str, Any]:
     """A query string checked by `schema`, empty fields left out; the comma lists in `names`
     split into lists."""
-    args = schemas.load(schema, {k: v for k, v in request.args.items() if v != ""})
+    args = load(schema, {k: v for k, v in request.args.items() if v != ""})
     for name in names:
         if name in args:
             args[name] = args[name].split(",")
@@ -88,7 +90,7 @@ def _url_with(**changes: str | None) -> str:
 @bp.get("/agents/<agent_id>/test-set/runs")
 @login_required
 def test_set_runs(agent_id: str):
-    args = _args(schemas.TestSetRunsQuery)
+    args = _args(TestSetRunsQuery)
     found = service.test_set_runs(
         current_user,
         agent_id,
@@ -109,7 +111,7 @@ def test_set_runs(agent_id: str):
 @bp.get("/agents/<agent_id>/test-runs/<run_id>")
 @login_required
 def run(agent_id: str, run_id: str):
-    args = _args(schemas.ResultsQuery, ("outcome",))
+    args = _args(ResultsQuery, ("outcome",))
     found = service.run_page(current_user, agent_id, run_id, **args)
     context = {
         "view": found.view,
@@ -142,7 +144,7 @@ def result(agent_id: str, run_id: str, case_id: str):
 @bp.get("/agents/<agent_id>/test-runs/<run_id>/compare")
 @login_required
 def compare(agent_id: str, run_id: str):
-    args = _args(schemas.ComparePageQuery, ("change",))
+    args = _args(ComparePageQuery, ("change",))
     baseline = args.pop("baseline", None)
     found = service.comparison_page(current_user, agent_id, run_id, baseline, **args)
     context = {

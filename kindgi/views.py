@@ -16,7 +16,7 @@ import orjson
 from flask import request, url_for
 from markupsafe import Markup, escape
 
-from .schemas import rfc3339
+from .schemas.common import rfc3339
 from .words import spans
 
 TRUNCATE_AT, LEEWAY, ELLIPSIS = 60, 5, "..."  # as Jinja's truncate(60) cuts a quote
@@ -125,7 +125,7 @@ def case_row(case: Any, case_url: str, words: set[str], may_publish: bool) -> Ma
     and whether it is retired; with a box to tick when the caller may retire or restore it.
     `case` is a row of the list (its expectation the JSON text stored).
     Every text from the database is escaped here; plain formatting, not Markup's `%`, which
-    costs as much again. The row is read by position (`schemas.CASE_FIELDS`), as reading a
+    costs as much again. The row is read by position (`schemas.cases.CASE_FIELDS`), as reading a
     row's fields by name cost a fifth of a row."""
     (added_at, ident, kind, _, _, made_on, expect, expert, by_kind, by_id, _, _, _, _,
      retired_at) = case  # fmt: skip

@@ -21,7 +21,7 @@ from marshmallow import ValidationError
 from sqlalchemy import JSON, select, update
 from sqlalchemy.exc import IntegrityError
 
-from . import schemas, service
+from . import service
 from .database import db
 from .errors import DomainError
 from .models import (
@@ -40,6 +40,10 @@ from .models import (
     Token,
     User,
 )
+from .schemas.common import UUID_RE, flatten_errors
+from .schemas.common import load as load_body
+from .schemas.corrections import CorrectionBody
+from .schemas.test_runs import ResultsBody, StartTestRunBody
 from .service import runs, search
 from .service.common import analyze
 
@@ -58,9 +62,11 @@ def _time(value: Any, where: str) -> datetime:
         parsed = datetime.fromisoformat(value)
         if parsed.tzinfo is None:
             raise ValueError
+        return parsed.astimezone(UTC).replace(tzinfo=None)
     except (TypeError, ValueError):
         raise WorldError(f"{where}: not an RFC 3339 time with a zone: {value!r}") from None
-    return parsed.astimezone(UTC).replace(tzinfo=None)
+    except OverflowError:  # its UTC is before the year 1 or after 9999
+        raise WorldError(f"{where}: a time outside the years 1 to 9999 in UTC: {value!r}") from None
 
 
 def _added(case: dict[str, Any]) -> tuple[datetime, str]:
@@ -285,9 +291,9 @@ class _Loader:
     def body(self, entry: dict[str, Any], where: str) -> dict[str, Any]:
         raw = entry.get("body")
         try:
-            return schemas.CorrectionBody().load(raw if isinstance(raw, dict) else {})
+            return CorrectionBody().load(raw if isinstance(raw, dict) else {})
         except ValidationError as err:
-            raise WorldError(f"{where}: body: {schemas.flatten_errors(err.messages)}") from None
+            raise WorldError(f"{where}: body: {flatten_errors(err.messages)}") from None
 
     # ------------------------------------------------------------ the load, in reference order
 
@@ -345,7 +351,7 @@ class _Loader:
         db.session.flush()
         for where, p in self.entries("projects"):
             _need(p, where, "id", "tenant")
-            if not schemas.UUID_RE.match(str(p["id"])):
+            if not UUID_RE.match(str(p["id"])):
                 raise WorldError(f"{where}: a project id is a UUID")
             tenant = self.tenant(p["tenant"], where)
             db.session.add(
@@ -429,15 +435,13 @@ class _Loader:
             start.update({k: t[k] for k in (*given, "itemsThreshold") if k in t})
             results = t.get("results") or []
             try:
-                view = service.start_test_run(
-                    caller, agent.id, schemas.load(schemas.StartTestRunBody, start)
-                )
+                view = service.start_test_run(caller, agent.id, load_body(StartTestRunBody, start))
                 view.run.id = t["id"]
                 if "at" in t:
                     view.run.created_at = _time(t["at"], where)
                 for first in range(0, len(results), 500):
                     batch = {"results": results[first : first + 500]}
-                    sent = schemas.load(schemas.ResultsBody, batch)["results"]
+                    sent = load_body(ResultsBody, batch)["results"]
                     service.send_results(caller, agent.id, t["id"], sent)
                 if t.get("finished") and view.run.status == "open":
                     service.finish_test_run(caller, agent.id, t["id"])

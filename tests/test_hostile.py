@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -36,6 +37,7 @@ from conftest import (
     MULTI,
     P1,
     TOKENS,
+    WORLD,
     csrf_of,
     error_of,
     make_app,
@@ -49,6 +51,9 @@ from sqlalchemy.engine import make_url
 
 from kindgi import world
 from kindgi.database import db
+from kindgi.schemas import cases as case_schemas
+from kindgi.schemas import common as common_schemas
+from kindgi.schemas import test_runs as run_schemas
 
 PARROT = "🦜"  # one code point, two UTF-16 units, four UTF-8 bytes
 CASES = f"/v1/agents/{AGENT}/test-set/cases"
@@ -724,6 +729,215 @@ def test_text_xml_cannot_carry_is_refused_or_the_junit_report_stays_well_formed(
     assert report.status_code == 200 and report.mimetype == "application/xml"
     suite = ElementTree.fromstring(report.get_data())
     assert len(suite.findall("testcase")) == 2  # case-2 and cor-1
+
+
+# ---------------------------------------------------------------- NUL in every query parameter
+
+
+CURSORS = {"cursor", "versionsCursor"}  # unsealed, never compared in SQL: a spoilt one is
+# `cursor-invalid` (tested above), not a field's 400
+NUL_TEXT = "a\x00b"
+
+
+def query_parameters(api) -> list[tuple[str, str]]:
+    """Every GET route's path and each of its query parameters but cursors, as the OpenAPI
+    document says them: a list or a filter added later is covered too."""
+    paths = api.get("/v1/openapi.json", as_=None).get_json()["paths"]
+    return [
+        (path, param["name"])
+        for path, operations in paths.items()
+        for param in operations.get("get", {}).get("parameters", [])
+        if param["in"] == "query" and param["name"] not in CURSORS
+    ]
+
+
+def fields_named(resp) -> dict[str, list[str]]:
+    return ((resp.get_json() or {}).get("error", {}).get("details") or {}).get("fields", {})
+
+
+def test_a_nul_in_any_query_parameter_of_the_api_is_bad_input_naming_it(api, unchanged, test_runs):
+    """Every parameter, whatever name its schema gives it inside (`addedBy` is `added_by`):
+    PostgreSQL can't even compare a NUL, and SQLite would look for it."""
+    ids = {"agentId": AGENT, "runId": test_runs["open"], "otherId": test_runs["done"],
+           "caseId": "case-2", "version": "v2", "other": "v1"}  # fmt: skip
+    checked, wrong = query_parameters(api), {}
+    assert ("/v1/agents/{agentId}/test-set/cases", "addedBy") in checked
+    with unchanged():
+        for path, name in checked:
+            resp = api.get(f"{path.format_map(ids)}?{urlencode({'projectId': P1, name: NUL_TEXT})}")
+            if resp.status_code != 400 or name not in fields_named(resp):
+                wrong[f"{path} {name}"] = (resp.status_code, resp.get_data(as_text=True)[:200])
+    assert not wrong, wrong
+
+
+PAGE_QUERIES = {
+    # (page, the query string it is asked with, the schema that checks it)
+    "the cases": (f"/agents/{AGENT}/test-set/cases", {"projectId": P1},
+                  case_schemas.CasesQuery),
+    "the export": (f"/agents/{AGENT}/test-set/export", {"projectId": P1},
+                   case_schemas.ExportQuery),
+    "the new case": (f"/agents/{AGENT}/test-set/cases/new", {"projectId": P1},
+                     common_schemas.TestSetQuery),
+    "the test set's runs": (f"/agents/{AGENT}/test-set/runs", {"projectId": P1},
+                            run_schemas.TestSetRunsQuery),
+    "a run": (f"/agents/{AGENT}/test-runs/{{done}}", {}, run_schemas.ResultsQuery),
+    "a comparison": (f"/agents/{AGENT}/test-runs/{{open}}/compare", {},
+                     run_schemas.ComparePageQuery),
+    "the tokens": ("/tokens", {}, common_schemas.Paging),
+}  # fmt: skip
+
+
+def test_a_nul_in_any_query_parameter_of_a_page_is_a_400_page_naming_it(app, test_runs):
+    client = app.test_client()
+    sign_in(client, "publisher@acme.test", "publisher-pass-1")
+    before, wrong = snapshot_db(app), {}
+    for page, (path, given, schema) in PAGE_QUERIES.items():
+        for name, field in schema().load_fields.items():
+            key = field.data_key or name
+            if key in CURSORS:
+                continue
+            query = urlencode({**given, key: NUL_TEXT})
+            resp = client.get(f"{path.format_map(test_runs)}?{query}")
+            if resp.status_code != 400 or f"<code>{key}</code>" not in resp.text:
+                wrong[f"{page} {key}"] = (resp.status_code, resp.text[:200])
+    assert not wrong, wrong
+    assert snapshot_db(app) == before
+
+
+# ---------------------------------------------------------------- times at the calendar's ends
+
+
+PAST_THE_CALENDAR = {
+    # (the parameter, an RFC 3339 time whose UTC lies outside the years 1 to 9999)
+    "addedAfter an hour before the year 1": ("addedAfter", "0001-01-01T00:00:00+01:00"),
+    "addedBefore a day past the year 9999": ("addedBefore", "9999-12-31T23:59:59-23:59"),
+}
+
+
+@pytest.mark.parametrize("name", PAST_THE_CALENDAR)
+def test_a_time_past_the_calendars_ends_is_bad_input_naming_it_on_the_list_and_its_page(
+    app, api, unchanged, name
+):
+    field, value = PAST_THE_CALENDAR[name]
+    with unchanged():
+        resp = api.get(cases_url(**{field: value}))
+    assert resp.status_code == 400, resp.get_data(as_text=True)[:300]
+    err = error_of(resp)
+    assert err["code"] == "bad-input" and set(err["details"]["fields"]) == {field}, err
+    client = app.test_client()
+    sign_in(client, "publisher@acme.test", "publisher-pass-1")
+    query = urlencode({"projectId": P1, field: value})
+    page = client.get(f"/agents/{AGENT}/test-set/cases?{query}")
+    assert page.status_code == 400 and f"<code>{field}</code>" in page.text, page.text[:300]
+
+
+@pytest.mark.parametrize("expires", ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-23:59"])
+def test_a_token_expiring_past_the_calendars_ends_is_bad_input_and_changes_nothing(
+    api, unchanged, expires
+):
+    with unchanged():
+        resp = api.post("/v1/tokens", json={"name": "far", "expiresAt": expires})
+    assert resp.status_code == 400, resp.get_data(as_text=True)[:300]
+    err = error_of(resp)
+    assert err["code"] == "bad-input" and set(err["details"]["fields"]) == {"expiresAt"}, err
+
+
+CASE_LINK = re.compile(r'href="[^"]*/test-set/cases/((?:case|cor)-[\w-]+)"')
+
+
+def test_the_calendars_own_ends_are_bounds_that_keep_every_case_on_the_list_and_its_page(app, api):
+    """The first and last times there are, and on the page the date control's first and last
+    days (`addedBefore` a day, meaning before the next one, which no calendar has)."""
+
+    def listed(**params: str) -> list[str]:
+        resp = api.get(cases_url(limit=100, **params))
+        assert resp.status_code == 200, resp.get_json()
+        return [case["id"] for case in resp.get_json()["data"]]
+
+    every = listed()
+    assert len(every) > 1
+    assert listed(addedAfter="0001-01-01T00:00:00Z") == every
+    assert listed(addedBefore="9999-12-31T23:59:59.999Z") == every
+    assert listed(addedAfter="0001-01-01T00:00:00Z", addedBefore="9999-12-31T23:59:59Z") == every
+    client = app.test_client()
+    sign_in(client, "publisher@acme.test", "publisher-pass-1")
+
+    def shown(**params: str) -> list[str]:
+        query = urlencode({"projectId": P1, "limit": 100, **params})
+        page = client.get(f"/agents/{AGENT}/test-set/cases?{query}")
+        assert page.status_code == 200, page.text[:300]
+        return CASE_LINK.findall(page.text)
+
+    assert shown() == every
+    assert shown(addedAfter="0001-01-01") == every
+    assert shown(addedBefore="9999-12-31") == every
+    assert shown(addedAfter="0001-01-01", addedBefore="9999-12-31") == every
+
+
+def test_a_world_file_time_past_the_calendars_ends_is_a_world_error_naming_it(app):
+    run = {**WORLD["runs"][0], "id": "run-far", "at": "9999-12-31T23:59:59-23:59"}
+    with app.app_context(), pytest.raises(world.WorldError, match=r"runs\[0\].*9999"):
+        world.load({"runs": [run]})
+
+
+# ---------------------------------------------------------------- bodies nested past the limit
+
+
+MAX_DEPTH = 100  # arrays and objects, the body itself the first (docs/errors.md)
+
+
+def nested(depth: int) -> str:
+    """JSON text: arrays `depth` deep around a 0 (written out: json.dumps itself recurses)."""
+    return "[" * depth + "0" + "]" * depth
+
+
+DEEP_BODIES = {
+    # (path, the body's JSON text around a value, how deep that value sits in the body)
+    "a run's output": (f"/v1/agents/{AGENT}/runs",
+                       f'{{"projectId": "{P1}", "version": "1", "status": "finished", '
+                       '"output": %s}', 1),
+    "a result's output": (RESULTS,
+                          '{"results": [{"caseId": "case-2", "output": %s, "calls": []}]}', 3),
+    "a correction's call args": (f"{CASES}",
+                                 '{"runId": "run-1", "decisions": "wrong", '
+                                 '"shouldCall": [{"tool": "t", "args": {"x": %s}}]}', 4),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 975, 5000])
+@pytest.mark.parametrize("name", DEEP_BODIES)
+def test_a_body_nested_past_the_limit_is_bad_input_naming_the_limit_and_changes_nothing(
+    api, unchanged, test_runs, name, depth
+):
+    """Past the limit, at the depth that overflowed the body's check (975) and past the JSON
+    parser's own (5000): the same 400, which names the limit."""
+    path, around, sits = DEEP_BODIES[name]
+    with unchanged():
+        resp = send_as_admin(api, path, around % nested(depth - sits), test_runs)
+    assert resp.status_code == 400, resp.get_data(as_text=True)[:300]
+    err = error_of(resp)
+    assert err["code"] == "bad-input" and err["details"]["maxDepth"] == MAX_DEPTH, err
+    assert str(MAX_DEPTH) in err["details"]["fields"]["_body"][0], err
+
+
+@pytest.mark.parametrize("name", DEEP_BODIES)
+def test_a_body_nested_to_the_limit_is_taken_and_answered(api, test_runs, name):
+    path, around, sits = DEEP_BODIES[name]
+    resp = send_as_admin(api, path, around % nested(MAX_DEPTH - sits), test_runs)
+    assert resp.status_code in (200, 201), resp.get_data(as_text=True)[:300]
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 975, 5000])
+def test_a_form_with_call_args_nested_past_the_limit_is_a_400_page_naming_it(app, depth):
+    client = app.test_client()
+    sign_in(client, "publisher@acme.test", "publisher-pass-1")
+    form = {"runId": "run-1", "decisions": "wrong", "shouldCall-0-tool": "t",
+            "shouldCall-0-args": nested(depth - 3), "csrf_token": csrf_of(client)}  # fmt: skip
+    before = snapshot_db(app)
+    resp = client.post(f"/agents/{AGENT}/test-set/cases/new?projectId={P1}", data=form)
+    assert resp.status_code == 400, resp.text[:300]
+    assert f"more than {MAX_DEPTH}" in resp.text, resp.text[:300]
+    assert snapshot_db(app) == before
 
 
 # ---------------------------------------------------------------- bodies over the limit, live

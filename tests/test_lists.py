@@ -33,9 +33,11 @@ from conftest import (
 )
 from sqlalchemy import select
 
-from kindgi import cursors, schemas, world
+from kindgi import cursors, world
 from kindgi.database import db
 from kindgi.models import Case
+from kindgi.schemas import cases as case_schemas
+from kindgi.schemas.common import dump
 from kindgi.service import common
 from kindgi.service.cases import CASE_COLUMNS
 
@@ -522,7 +524,7 @@ def test_another_tenants_runs_are_never_listed(api):
 
 
 def test_every_case_answers_exactly_what_its_documented_schema_dumps(app, api):
-    """`schemas.case_json`, which writes a case out by hand for speed, agrees with `CaseOut`
+    """`schemas.cases.case_json`, which writes a case out by hand for speed, agrees with `CaseOut`
     (the schema the OpenAPI document shows) for every case of the world, read as a model and
     as a list's row, retired and expert ones included."""
     with app.app_context():
@@ -531,10 +533,10 @@ def test_every_case_answers_exactly_what_its_documented_schema_dumps(app, api):
         assert any(c.retired_at for c in cases) and any(c.expert for c in cases)
         assert any(not c.expert for c in cases) and any(c.retired_at is None for c in cases)
         for case, row in zip(cases, rows, strict=True):
-            documented = schemas.dump(schemas.CaseOut, case)
-            assert json.dumps(schemas.case_json(case)) == json.dumps(documented), case.id
+            documented = dump(case_schemas.CaseOut, case)
+            assert json.dumps(case_schemas.case_json(case)) == json.dumps(documented), case.id
             # a row's expectation is its stored text, written out as it is
-            assert orjson.loads(orjson.dumps(schemas.case_json(row))) == documented, case.id
+            assert orjson.loads(orjson.dumps(case_schemas.case_json(row))) == documented, case.id
 
 
 # ---------------------------------------------------------------- the caller's tokens

@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 import pytest
 from conftest import AGENT, P1, sign_in
 
-from kindgi import schemas, views
+from kindgi import views
+from kindgi.schemas.cases import CASE_FIELDS
 
 AT = datetime(2026, 5, 1, 9, 30, 15, 250_000)
 
@@ -47,7 +48,7 @@ def test_a_moment_is_shown_to_the_minute_with_its_exact_time_for_machines():
 
 
 def row(**fields):
-    """A row of the cases list (its columns in `schemas.CASE_FIELDS`' order), its expectation
+    """A row of the cases list (its columns in `schemas.cases.CASE_FIELDS`' order), its expectation
     the JSON text stored."""
     case = {
         "id": "case-1",
@@ -61,7 +62,7 @@ def row(**fields):
         "retired_at": None,
     }
     case = {**case, **fields}
-    return tuple(case.get(name) for name in schemas.CASE_FIELDS)
+    return tuple(case.get(name) for name in CASE_FIELDS)
 
 
 def test_a_row_escapes_everything_stored_and_marks_the_words_searched():

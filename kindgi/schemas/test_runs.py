@@ -11,23 +11,24 @@ from marshmallow import Schema, ValidationError, fields, validate, validates_sch
 
 from ..grading import CHANGES, PARTS
 from ..judge import PROMPT_VERSION
-from . import (
+from .cases import SnapshotOut
+from .common import (
     Actor,
-    ExpectOut,
+    Cursor,
+    PageOut,
     PageQuery,
     Paging,
     ProjectId,
     QuerySchema,
-    SnapshotOut,
     StrictSchema,
     Timestamp,
-    ToolCall,
     WholeNumber,
-    _canonical_args,
-    _nonempty_max,
-    _Page,
+    canonical_args,
+    nonempty_max,
     rfc3339,
 )
+from .corrections import ExpectOut
+from .runs import ToolCall
 
 CASE_OUTCOMES = ("pass", "fail", "error", "pending", "ungraded")
 
@@ -56,26 +57,26 @@ class StartTestRunBody(StrictSchema):
     projectId = ProjectId(required=True)
     candidate = fields.String(
         required=True,
-        validate=_nonempty_max(100),
+        validate=nonempty_max(100),
         metadata={"description": "The agent version under test."},
     )
     weighting = fields.String(validate=validate.OneOf(("all", "experts-only")))
     baseline = fields.String(
-        validate=_nonempty_max(64),
+        validate=nonempty_max(64),
         metadata={"description": "A `done` run of this test set to compare with."},
     )
     rerunOf = fields.String(
-        validate=_nonempty_max(64),
+        validate=nonempty_max(64),
         metadata={"description": "A `done` run of this test set whose version is reused."},
     )
     only = fields.String(
         validate=_listed(("failed", "errored")),
         metadata={"description": "With rerunOf: its failed or errored cases (default both)."},
     )
-    label = fields.String(validate=_nonempty_max(200))
+    label = fields.String(validate=nonempty_max(200))
     metadata = fields.Dict(
         keys=fields.String(),
-        validate=_canonical_args,
+        validate=canonical_args,
         metadata={"description": "At most 4000 characters of canonical JSON (a commit, a URL)."},
     )
     itemsThreshold = JsonNumber(validate=validate.Range(min=0, max=1))
@@ -93,7 +94,7 @@ class StartTestRunBody(StrictSchema):
 
 
 class ResultIn(StrictSchema):
-    caseId = fields.String(required=True, validate=_nonempty_max(64))
+    caseId = fields.String(required=True, validate=nonempty_max(64))
     output = fields.Raw(allow_none=True, metadata={"description": "The candidate's output."})
     calls = fields.List(fields.Nested(ToolCall), validate=validate.Length(max=1000))
     # any JSON value: one that is no key (null, an object without key or id) grades the items
@@ -104,7 +105,7 @@ class ResultIn(StrictSchema):
         metadata={"description": "The candidate's ranked item keys, when it has them."},
     )
     error = fields.String(
-        validate=_nonempty_max(4000),
+        validate=nonempty_max(4000),
         metadata={"description": "The candidate failed on this case: its outcome is `error`."},
     )
 
@@ -140,12 +141,12 @@ class EmptyBody(StrictSchema):
 
 
 class TestRunsQuery(PageQuery):
-    candidate = fields.String(validate=_nonempty_max(100))
+    candidate = fields.String(validate=nonempty_max(100))
 
 
 class RunCasesQuery(QuerySchema):
     limit = WholeNumber(load_default=100, validate=validate.Range(min=1, max=500))
-    cursor = fields.String(validate=validate.Length(min=1))
+    cursor = Cursor()
     awaiting = fields.String(validate=validate.OneOf(("true", "false")))
 
 
@@ -168,7 +169,7 @@ class ComparePageQuery(CompareQuery):
 class TestSetRunsQuery(PageQuery):
     """The test set's runs page: a page of runs, and where its versions' page starts."""
 
-    versionsCursor = fields.String(validate=validate.Length(min=1))
+    versionsCursor = Cursor()
 
 
 class DiffQuery(PageQuery):
@@ -268,7 +269,7 @@ class TestRunOut(Schema):
     judge = fields.Nested(JudgeOut)
 
 
-class TestRunPage(_Page):
+class TestRunPage(PageOut):
     data = fields.List(fields.Nested(TestRunOut), required=True)
 
 
@@ -280,7 +281,7 @@ class RunCaseOut(Schema):
     parts = fields.List(fields.String(validate=validate.OneOf(PARTS)), required=True)
 
 
-class RunCasePage(_Page):
+class RunCasePage(PageOut):
     data = fields.List(fields.Nested(RunCaseOut), required=True)
 
 
@@ -302,7 +303,7 @@ class ResultOut(Schema):
     )
 
 
-class ResultPage(_Page):
+class ResultPage(PageOut):
     data = fields.List(fields.Nested(ResultOut), required=True)
 
 
@@ -323,7 +324,7 @@ class CompareRow(Schema):
     itemsDelta = fields.Float()
 
 
-class ComparePage(_Page):
+class ComparePage(PageOut):
     data = fields.List(fields.Nested(CompareRow), required=True)
     counts = fields.Nested(ChangeCounts, required=True)
     pValue = fields.Float(required=True)
@@ -342,7 +343,7 @@ class VersionOut(Schema):
     cases = fields.Nested(VersionCases, required=True)
 
 
-class VersionPage(_Page):
+class VersionPage(PageOut):
     data = fields.List(fields.Nested(VersionOut), required=True)
 
 
@@ -358,7 +359,7 @@ class DiffCounts(Schema):
     removed = fields.Integer(required=True)
 
 
-class DiffPage(_Page):
+class DiffPage(PageOut):
     data = fields.List(fields.Nested(DiffRow), required=True)
     counts = fields.Nested(DiffCounts, required=True)
 

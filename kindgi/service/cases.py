@@ -17,7 +17,7 @@ from sqlalchemy import Select, Text, bindparam, cast, func, literal_column, sele
 from ..database import db
 from ..errors import CaseActive, CaseNotFound, CaseRetired
 from ..models import Case, Snapshot, VersionMember
-from ..schemas import CASE_FIELDS
+from ..schemas.cases import CASE_FIELDS
 from . import search
 from .access import AgentRef, Grants, find_agent, grants, readable
 from .common import clock, dialect, sql
@@ -27,7 +27,7 @@ from .paging import Page, keyset_page, newest_first
 from .run_pages import HistoryRow, case_history
 from .versions import find_version
 
-# What a list shows of a case, in the order `schemas.case_json` reads it (the position first);
+# What a list shows of a case, in the order `schemas.cases.case_json` reads it (the position first);
 # its expectation as the JSON text stored, written out as it is (parsing it and writing it again
 # was a tenth of a page of the list).
 CASE_COLUMNS = tuple(

@@ -1,0 +1,233 @@
+"""Cases: the list's query (filters and words), export, retiring and restoring (one case or
+several), and the answers: a case, one with its run's snapshot, a page of them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+import orjson
+from marshmallow import Schema, ValidationError, fields, post_load, validate
+from sqlalchemy.engine import Row
+
+from ..grading import PARTS
+from .common import (
+    Actor,
+    AsStored,
+    OmitEmpty,
+    PageOut,
+    PageQuery,
+    ProjectId,
+    StrictSchema,
+    TestSetQuery,
+    Timestamp,
+    nonempty_max,
+    rfc3339,
+)
+from .corrections import ExpectOut
+from .search import SearchText
+
+KIND_RE = re.compile(r"^(correction|hand)(,(correction|hand))*$")
+
+
+class RetireBody(StrictSchema):
+    reason = fields.String(required=True, validate=nonempty_max(1000))
+
+
+class RestoreBody(StrictSchema):
+    """Nothing to say: an empty object."""
+
+
+def _distinct(ids: list[str]) -> None:
+    twice = sorted(i for i, n in Counter(ids).items() if n > 1)
+    if twice:
+        raise ValidationError(f"Named more than once: {', '.join(twice)}.")
+
+
+class BulkRestoreBody(StrictSchema):
+    """Several cases of one test set, each named once."""
+
+    projectId = ProjectId(required=True)
+    caseIds = fields.List(
+        fields.String(validate=nonempty_max(64)),
+        required=True,
+        validate=[validate.Length(min=1, max=500), _distinct],
+    )
+
+
+class BulkRetireBody(BulkRestoreBody):
+    reason = fields.String(required=True, validate=nonempty_max(1000))
+
+
+class CommaList(fields.String):
+    """Comma-separated names, each one of `choices`: loaded as a sorted list without repeats."""
+
+    def __init__(self, choices: tuple[str, ...], **kwargs: Any) -> None:
+        self.choices = choices
+        super().__init__(**kwargs)
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> list[str]:
+        names = super()._deserialize(value, attr, data, **kwargs).split(",")
+        if not all(name in self.choices for name in names):
+            raise ValidationError(f"Comma-separated {', '.join(self.choices)}.")
+        return sorted(set(names))
+
+
+class CasesQuery(PageQuery):
+    include = fields.String(validate=validate.OneOf(("retired",)))
+    kind = fields.String(
+        validate=validate.Regexp(KIND_RE, error="Comma-separated correction and hand.")
+    )
+    q = SearchText(
+        metadata={
+            "description": "Words to find, each as a whole word, in any case and with or "
+            "without accents: in what the case expects (shouldSay, why, tools, item keys, the "
+            "retire reason) and in its run's input and output. Every word must match. A word "
+            "is a run of letters and digits: anything else (punctuation, symbols, spaces) "
+            "separates words."
+        }
+    )
+    tool = fields.String(
+        validate=nonempty_max(200),
+        metadata={
+            "description": "Cases whose expectation names this tool (shouldCall or mustNotCall)."
+        },
+    )
+    part = CommaList(
+        PARTS,
+        metadata={
+            "description": "Comma-separated decisions, answer and items: cases with "
+            "any of these parts."
+        },
+    )
+    expert = fields.String(
+        validate=validate.OneOf(("true", "false")),
+        metadata={"description": "true: experts' cases only; false: the others."},
+    )
+    added_by = fields.String(
+        data_key="addedBy",
+        validate=nonempty_max(64),
+        metadata={
+            "description": "Cases added by this user (its id) or service token (its public id)."
+        },
+    )
+    run_id = fields.String(
+        data_key="runId",
+        validate=nonempty_max(200),
+        metadata={"description": "Cases of this run."},
+    )
+    added_after = Timestamp(
+        data_key="addedAfter",
+        metadata={"description": "Cases added at or after this time (RFC 3339)."},
+    )
+    added_before = Timestamp(
+        data_key="addedBefore",
+        metadata={"description": "Cases added before this time (RFC 3339)."},
+    )
+
+    @post_load
+    def _expert(self, data: dict[str, Any], **_: Any) -> dict[str, Any]:
+        if "expert" in data:
+            data["expert"] = data["expert"] == "true"
+        return data
+
+
+EXPORT_FORMATS = ("jsonl", "csv")
+
+
+class ExportQuery(TestSetQuery):
+    format = fields.String(load_default="jsonl", validate=validate.OneOf(EXPORT_FORMATS))
+    include = fields.String(validate=validate.OneOf(("retired",)))
+    version = fields.String(
+        validate=nonempty_max(20), metadata={"description": "A version's name, e.g. `v3`."}
+    )
+
+
+class RetiredOut(Schema):
+    reason = fields.String(required=True)
+    by = fields.Nested(Actor, required=True)
+    at = Timestamp(required=True)
+
+
+class CaseOut(OmitEmpty):
+    OPTIONAL = ("retired", "expert")
+    id = fields.String(required=True)
+    kind = fields.String(required=True, validate=validate.OneOf(("correction", "hand")))
+    projectId = fields.String(required=True, attribute="project_id", metadata={"format": "uuid"})
+    runId = fields.String(required=True, attribute="run_id")
+    madeOn = fields.String(required=True, attribute="made_on")
+    expect = AsStored(ExpectOut, required=True)
+    addedBy = AsStored(Actor, required=True, attribute="added_by")
+    addedAt = Timestamp(required=True, attribute="added_at")
+    updatedAt = Timestamp(required=True, attribute="updated_at")
+    retired = fields.Nested(RetiredOut)
+    expert = fields.Boolean()
+
+
+# A case's fields in the order `case_json` reads a list's row; the service selects them so.
+CASE_FIELDS = (
+    "added_at", "id", "kind", "project_id", "run_id", "made_on", "expect", "expert",
+    "added_by_kind", "added_by_id", "updated_at", "retired_reason", "retired_by_kind",
+    "retired_by_id", "retired_at",
+)  # fmt: skip
+
+
+def case_json(case: Any) -> dict[str, Any]:
+    """A case as `CaseOut` describes it, from a `Case` or a row (or tuple) of `CASE_FIELDS`.
+
+    Written out rather than dumped, and a row read by position: marshmallow's per-field
+    machinery, then reading a row's fields by name, were most of a list page's time.
+    `tests/test_lists.py` checks that it answers exactly what `CaseOut` dumps. A list's row
+    holds the expectation as its stored JSON text, written out as it is.
+    """
+    (added_at, id_, kind, project_id, run_id, made_on, expect, expert, by_kind, by_id, updated_at,
+     retired_reason, retired_by_kind, retired_by_id, retired_at) = (
+        case if isinstance(case, (Row, tuple)) else [getattr(case, name) for name in CASE_FIELDS]
+    )  # fmt: skip
+    out: dict[str, Any] = {
+        "id": id_,
+        "kind": kind,
+        "projectId": project_id,
+        "runId": run_id,
+        "madeOn": made_on,
+        "expect": orjson.Fragment(expect) if isinstance(expect, str) else expect,
+        "addedBy": {"kind": by_kind, "id": by_id},
+        "addedAt": rfc3339(added_at),
+        "updatedAt": rfc3339(updated_at),
+    }
+    if retired_at is not None:
+        out["retired"] = {
+            "reason": retired_reason,
+            "by": {"kind": retired_by_kind, "id": retired_by_id},
+            "at": rfc3339(retired_at),
+        }
+    if expert:
+        out["expert"] = True
+    return out
+
+
+class SnapshotOut(Schema):
+    input = fields.Raw(allow_none=True)
+    output = fields.Raw(allow_none=True)
+    calls = fields.Raw(allow_none=True)
+    takenAt = Timestamp(attribute="taken_at")
+
+
+class CaseDetailOut(CaseOut):
+    snapshot = fields.Nested(
+        SnapshotOut,
+        required=True,
+        metadata={"description": "The run's content as the case saw it."},
+    )
+
+
+class CasePage(PageOut):
+    data = fields.List(fields.Nested(CaseOut), required=True)
+
+
+class CaseList(Schema):
+    """Cases a bulk change changed, in case id order."""
+
+    data = fields.List(fields.Nested(CaseOut), required=True)
