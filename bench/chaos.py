@@ -319,7 +319,10 @@ class Client:
            (change_correction, 15), (test_run, 4))  # fmt: skip
 
     def run(self, until: float) -> None:
+        """The mix until `until`, after a test run first: the judge is asked something even in
+        a short run on a slow machine."""
         ops, weights = zip(*self.MIX, strict=True)
+        self.test_run()
         while time.monotonic() < until:
             self.rand.choices(ops, weights)[0](self)
 
@@ -363,6 +366,10 @@ class Faults(threading.Thread):
             if not self.schedule:  # each kind as often as its weight says, in a shuffled order
                 self.schedule = [kind for kind, weight in self.kinds for _ in range(weight)]
                 self.rand.shuffle(self.schedule)
+                if not self.injected:  # the heaviest kinds first: a short, slow run has them
+                    for kind, _ in sorted(self.kinds, key=lambda k: k[1])[-2:]:
+                        self.schedule.remove(kind)
+                        self.schedule.append(kind)
             kind = self.schedule.pop()
             try:
                 self.inject(kind)
@@ -545,9 +552,11 @@ def retry_all(base: str, writes: list[dict[str, Any]], patience: float) -> dict[
         elif final is not None:
             replayed += 1
             same = (resp.status_code, resp.text) == (final["status"], final["answer"])
-            if not same or resp.headers.get("Idempotent-Replayed") != "true":
+            again = resp.headers.get("Idempotent-Replayed") == "true"
+            if not same or not again:  # a retry that was no replay did the write only now
+                how = "replayed" if again else "done by the retry"
                 differ.append(f"{write['op']} {write['key']}: {final['status']} then "
-                              f"{resp.status_code} {resp.text[:120]}")  # fmt: skip
+                              f"{resp.status_code} ({how}) {resp.text[:120]}")  # fmt: skip
         write["retried"] = resp.status_code
     return {"replayed": replayed, "replays not identical": differ, "retries unanswered": unanswered}
 
@@ -673,8 +682,9 @@ def main(argv: list[str] | None = None) -> int:
             server.start_judge_worker()
             phases["served"] = time.monotonic()
             until = time.monotonic() + args.seconds
+            # halfway through the load, however long the servers took to start
             faults = Faults(server, pg, restart is not None, args.every,
-                            started + args.seconds / 2, backup)  # fmt: skip
+                            until - args.seconds / 2, backup)  # fmt: skip
             faults.start()
             try:
                 with multiprocessing.get_context("fork").Pool(args.clients) as pool:

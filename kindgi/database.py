@@ -8,6 +8,10 @@ with `commit` and `rollback` here; the few writes that must be visible before th
 Writes must wait a bounded time for a lock and then fail as "busy" (mapped to 503
 `database-busy`), never hang: SQLite gets a busy timeout and `BEGIN IMMEDIATE` for writing
 transactions; PostgreSQL gets `lock_timeout` and `statement_timeout`.
+
+A failed statement or a refused commit changed nothing. A COMMIT whose answer never came back
+(the connection to PostgreSQL lost once it was sent) may have happened: `OutcomeUnknown`, which
+the request boundary resolves from the Idempotency-Key's record when there is one.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase
 
-from .errors import DatabaseBusy, Internal
+from .errors import DatabaseBusy, DomainError, Internal, OutcomeUnknown
 
 log = logging.getLogger("kindgi")
 
@@ -71,20 +75,38 @@ def after_commit(callback: Callable[[], None]) -> None:
     db.session.info.setdefault("after_commit", []).append(callback)
 
 
+def failed(exc: SQLAlchemyError) -> DomainError:
+    """End the transaction a statement failed in, so nothing was changed, and say why: 503
+    `database-busy` when the database could not answer (a retry will do), else 500 `internal`."""
+    db.session.rollback()
+    db.session.info.pop("after_commit", None)
+    if is_busy(exc):
+        return DatabaseBusy()
+    log.exception("a write failed")
+    return Internal()
+
+
 def commit() -> None:
-    """Commit the session's changes: 503 `database-busy` if the database can't answer in time,
-    500 `internal` if it fails otherwise; either way nothing was changed."""
+    """Commit the session's changes, then run what waits for the commit.
+
+    Refused (`failed`): 503 `database-busy` or 500 `internal`, and nothing was changed. The
+    answer to the COMMIT lost (`answer_lost`): `OutcomeUnknown`, for it may have happened. What
+    runs after the commit can't undo it, so it can't fail the request either: it is logged.
+    """
+    try:
+        db.session.flush()  # the statements' own failures, before COMMIT is sent
+    except SQLAlchemyError as exc:
+        raise failed(exc) from exc
     try:
         db.session.commit()
     except SQLAlchemyError as exc:
-        db.session.rollback()
-        db.session.info.pop("after_commit", None)
-        if is_busy(exc):
-            raise DatabaseBusy() from exc
-        log.exception("commit failed")
-        raise Internal() from exc
+        refusal = failed(exc)
+        raise (OutcomeUnknown() if answer_lost(exc) else refusal) from exc
     for callback in db.session.info.pop("after_commit", []):
-        callback()
+        try:
+            callback()
+        except Exception:
+            log.exception("work after a commit failed; the change stands")
 
 
 def rollback() -> None:
@@ -98,13 +120,16 @@ def rollback() -> None:
 def on_its_own() -> Iterator[None]:
     """Commit what the block writes as soon as it ends (nothing else may be pending): for the
     writes other requests must see before this one finishes. An error in the block rolls it
-    back and goes on."""
+    back and goes on; a commit whose answer was lost is `database-busy`."""
     try:
         yield
     except BaseException:
         db.session.rollback()
         raise
-    commit()
+    try:
+        commit()
+    except OutcomeUnknown as exc:  # what the block guards has not run yet: a retry will do
+        raise DatabaseBusy() from exc
 
 
 def engine_options(uri: str, busy_timeout_ms: int, statement_timeout_ms: int) -> dict[str, Any]:
@@ -221,11 +246,12 @@ class _WriterTurns:
             self.mutex.release()
 
 
-# PostgreSQL's answers when it can't serve now: 55P03 lock_not_available, 57014
-# query_canceled (statement timeout), 40001/40P01 serialization failure/deadlock; and unreachable:
-# 57P01-57P03 shutting down, crashed or starting up, 53300 too many connections, class 08 the
-# connection failed
-_RETRY_SQLSTATES = {"55P03", "57014", "40001", "40P01", "57P01", "57P02", "57P03", "53300"}
+# PostgreSQL's answers when the connection ends: 57P01-57P03 shutting down, crashed or starting
+# up (class 08, the connection failed, too)
+_GONE_SQLSTATES = {"57P01", "57P02", "57P03"}
+# when it can't serve now: 55P03 lock_not_available, 57014 query_canceled (statement timeout),
+# 40001/40P01 serialization failure/deadlock; and unreachable: gone, 53300 too many connections
+_RETRY_SQLSTATES = {"55P03", "57014", "40001", "40P01", "53300", *_GONE_SQLSTATES}
 # SQLite's: the lock held too long, or the file can't be opened (its volume away)
 _RETRY_SQLITE = {"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_CANTOPEN"}
 
@@ -247,3 +273,16 @@ def is_busy(exc: BaseException) -> bool:
     if sqlstate is None:  # psycopg's own failure, with no server answer: it could not connect
         return isinstance(exc, OperationalError)
     return sqlstate in _RETRY_SQLSTATES or str(sqlstate).startswith("08")
+
+
+def answer_lost(exc: BaseException) -> bool:
+    """True when the connection to PostgreSQL ended before its answer came back, so what was
+    sent may have taken effect. SQLite answers in process: its answers are never lost."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    sqlstate = getattr(exc.orig, "sqlstate", False)  # psycopg's errors have one, maybe None
+    if sqlstate is False:
+        return False
+    if exc.connection_invalidated or sqlstate is None:
+        return True
+    return sqlstate in _GONE_SQLSTATES or sqlstate.startswith("08")

@@ -96,6 +96,13 @@ TooManyAttempts = _error(
 )
 Internal = _error(500, "internal", "Something went wrong on our side; nothing was changed.")
 DatabaseBusy = _error(503, "database-busy", "The database is too busy to answer; retry soon.")
+OutcomeUnknown = _error(
+    503,
+    "outcome-unknown",
+    "The connection to the database was lost as the change was committed: it may or may not "
+    "have been made. Retry with the same Idempotency-Key to get the first answer; without one, "
+    "look before sending it again.",
+)
 StoreUnavailable = _error(
     503,
     "idempotency-store-unavailable",

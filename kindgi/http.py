@@ -6,6 +6,10 @@ the answer kept for an Idempotency-Key commits together with the change it repor
 that failed is rolled back by the error handler before the error is rendered. A request of any
 other method only reads: it is never committed (on PostgreSQL its statements run in autocommit),
 so no route may change anything on GET.
+
+An error never claims that nothing changed when something did: once the change has committed,
+its answer stands whatever fails afterwards; a commit whose answer was lost answers what the
+Idempotency-Key's record says happened, or that nobody can tell (503 `outcome-unknown`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from .errors import (
     DomainError,
     Internal,
     NotFound,
+    OutcomeUnknown,
     RequestTooLarge,
     body_limit,
     from_http,
@@ -110,12 +115,38 @@ def _scope() -> str:
     return caller.scope if caller is not None else ""
 
 
+def _commit(response: Response) -> Response:
+    """Keep the answer with its key and commit the change it reports: the answer, or the error
+    to give instead (the claim released when nothing was changed)."""
+    scope = _scope()
+    try:
+        idempotency.settle(scope, response)
+        commit()
+    except OutcomeUnknown as err:
+        happened = idempotency.kept(scope)
+        log.warning("the commit's answer was lost; committed: %s", happened)
+        if happened is None:  # the claim stays: its lease runs out, or it replays what it kept
+            return current_app.make_response(render(err))
+        if not happened:
+            idempotency.release(scope)
+            return current_app.make_response(render(DatabaseBusy()))
+    except DomainError as err:  # the database refused the commit: 503 or 500
+        log.warning("the commit failed: %s", err.code)
+        idempotency.release(scope)
+        return current_app.make_response(render(err))
+    g.committed = response
+    return response
+
+
 def register(app: Flask) -> None:
     """The boundary's hooks and the app-wide error handler."""
 
     @app.before_request
     def _begin() -> None:
         g.request_id = uuid.uuid4().hex
+        # the boundary's marks start unset (`g` is shared by requests run in one app context)
+        for mark in ("idempotency_key", "replayed", "committed"):
+            g.pop(mark, None)
         set_writing(request.method in WRITE_METHODS)
         if "\x00" in request.path:  # no id has one, and PostgreSQL can't even look one up
             raise NotFound()
@@ -124,14 +155,11 @@ def register(app: Flask) -> None:
     @app.after_request
     def _finish(response: Response) -> Response:
         # A read changed nothing: its transaction ends as the session closes, with no commit.
-        if request.method in WRITE_METHODS and not g.get("replayed"):
-            try:
-                idempotency.settle(_scope(), response)
-                commit()
-            except DomainError as err:  # the database could not take the commit: 503 or 500
-                log.warning("the commit failed: %s", err.code)
-                idempotency.release(_scope())
-                response = app.make_response(render(err))
+        if request.method in WRITE_METHODS and "committed" not in g:
+            if g.get("replayed"):
+                g.committed = response  # the first answer, committed with its change before
+            else:
+                response = _commit(response)
         response.headers["X-Request-Id"] = g.request_id
         for name, value in SECURITY_HEADERS.items():
             response.headers.setdefault(name, value)
@@ -140,7 +168,11 @@ def register(app: Flask) -> None:
     @app.errorhandler(Exception)
     def _failed(exc: Exception):
         """Every error ends the transaction, changing nothing, then is rendered; clients only
-        ever see the envelope or a page, never a stack trace."""
+        ever see the envelope or a page, never a stack trace. An error after the commit (a hook
+        that runs later, as the metrics' does; Flask has logged it) leaves the committed
+        answer as it was."""
+        if "committed" in g:
+            return g.committed
         rollback()
         if isinstance(exc, DomainError):
             return render(exc)

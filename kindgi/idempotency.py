@@ -2,8 +2,9 @@
 
 Before a write runs its key is claimed (committed at once, so every process sees it); the answer
 is kept with the key in the transaction of the change it reports (`settle`), or the claim is
-released when the request changed nothing (401, 5xx). A key is scoped to its caller and
-remembered for 24 hours; a claim whose request died is taken over once its lease runs out.
+released when the request changed nothing (401, 5xx). So the record also tells whether a commit
+whose answer was lost happened (`kept`). A key is scoped to its caller and remembered for 24
+hours; a claim whose request died is taken over once its lease runs out.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from functools import cache
 from typing import Any
 
 from flask import Response, current_app, g, request
-from sqlalchemy import and_, bindparam, update
+from sqlalchemy import and_, bindparam, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from .database import db, is_busy, on_its_own
+from .database import db, failed, is_busy, on_its_own
 from .errors import (
     RETRY_AFTER,
     DatabaseBusy,
@@ -154,20 +155,42 @@ def settle(scope: str, response: Response) -> None:
         release(scope)
         return
     withhold = bool(g.get("withhold_answer"))
-    sql().execute(
-        _SETTLE,
-        {
-            "the_scope": scope,
-            "the_key": key,
-            "status": status,
-            "content_type": response.content_type,
-            "location": response.headers.get("Location"),
-            "body": None if withhold else response.get_data(),
-            "withheld": withhold,
-            "lease_until": None,
-            "succeeded_at": clock() if status < 300 else None,
-        },
-    )
+    values = {
+        "the_scope": scope,
+        "the_key": key,
+        "status": status,
+        "content_type": response.content_type,
+        "location": response.headers.get("Location"),
+        "body": None if withhold else response.get_data(),
+        "withheld": withhold,
+        "lease_until": None,
+        "succeeded_at": clock() if status < 300 else None,
+    }
+    try:
+        sql().execute(_SETTLE, values)
+    except SQLAlchemyError as exc:  # the change is rolled back with it: 503 or 500
+        raise failed(exc) from exc
+
+
+def kept(scope: str) -> bool | None:
+    """After a commit whose answer was lost: whether it happened, as this request's key tells
+    (its answer commits with the change, or neither does). None without a key, or if the record
+    can't be read; on PostgreSQL the read waits (up to the lock timeout) for the lost
+    transaction to end, if its server process still holds the row."""
+    key = g.get("idempotency_key")
+    if key is None:
+        return None
+    try:
+        with on_its_own():
+            status = db.session.execute(
+                select(IdempotencyRecord.status)
+                .where(IdempotencyRecord.scope == scope, IdempotencyRecord.key == key)
+                .with_for_update()
+            ).scalar_one_or_none()
+    except (SQLAlchemyError, DomainError):
+        db.session.rollback()
+        return None
+    return status is not None
 
 
 def release(scope: str) -> None:

@@ -69,7 +69,9 @@ ERRORS = {
     415: "`unsupported-media-type`: send `application/json`.",
     422: "`idempotency-key-mismatch`: the key was used for another request.",
     500: "`internal`: nothing was changed.",
-    503: "`database-busy` or `idempotency-store-unavailable`; `Retry-After` in seconds.",
+    503: "`database-busy` or `idempotency-store-unavailable` (nothing was changed), or "
+    "`outcome-unknown` (a write's commit lost its answer: retry with the same key); "
+    "`Retry-After` in seconds.",
 }
 READ_ERRORS = (400, 401, 403, 404, 405, 500, 503)
 WRITE_ERRORS = (400, 401, 403, 404, 405, 409, 413, 415, 422, 500, 503)

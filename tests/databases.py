@@ -21,8 +21,9 @@ from sqlalchemy.engine import make_url
 SERVER = os.environ.get("KINDGI_TEST_DATABASE_URL", "")
 ENGINE = "postgresql" if SERVER.startswith("postgresql") else "sqlite"
 # The tests' databases are thrown away after each test, and the tests never crash the server they
-# run on (the chaos test has a cluster of its own): a commit need not wait for the disk. That
-# halves the time to copy the template, and every commit in a test is quicker.
+# run on (the chaos test only ends its own database's connections, and its database is made by
+# bench/chaos.py without this setting): a commit need not wait for the disk. That halves the time
+# to copy the template, and every commit in a test is quicker.
 FAST = "-csynchronous_commit=off"
 
 

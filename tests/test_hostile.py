@@ -1140,10 +1140,10 @@ def test_the_database_going_away_mid_request_is_an_envelope_with_no_partial_writ
     with dies_at(app, when) as fired:
         resp = client.open(path, method=method, json=body, headers=headers)
     assert fired, f"nothing ran {when}"
-    assert resp.status_code in (500, 503), resp.get_data(as_text=True)[:300]
+    assert resp.status_code == 503, resp.get_data(as_text=True)[:300]  # a retry will do
     assert resp.mimetype == "application/json"
     err = error_of(resp)
-    assert err["code"] in ("internal", "database-busy")
+    assert err["code"] == "database-busy" and resp.headers["Retry-After"].isdigit()
     assert "Traceback" not in resp.get_data(as_text=True)
     assert snapshot_db(app) == before  # no partial write, and the key's claim released
     again = client.open(path, method=method, json=body, headers=headers)
