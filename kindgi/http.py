@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import orjson
-from flask import Flask, Request, Response, g, request, stream_with_context
+from flask import Flask, Request, Response, current_app, g, request, stream_with_context
 from flask.json.provider import DefaultJSONProvider
 from flask.sessions import SecureCookieSessionInterface, SessionMixin
 from werkzeug.exceptions import HTTPException
