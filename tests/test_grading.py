@@ -1,5 +1,5 @@
-"""Grading without Flask or a database: each rule of DESIGN §9.3 and §9.5 on hand-computed values,
-and the properties that must hold for any input."""
+"""Grading without Flask or a database: each rule of docs/design.md §9.3 and §9.5 on
+hand-computed values, and the properties that must hold for any input."""
 
 from __future__ import annotations
 
@@ -247,6 +247,7 @@ def test_decisions_wrong_with_only_banned_tools_passes_when_none_is_called() -> 
 
 # --- items ---------------------------------------------------------------------------------------
 
+# the worked example of docs/design.md §9.3 (and docs/grading.md): A, C and E right, B wrong
 DESIGN_ITEMS = [item("A", "right"), item("B", "wrong"), item("C", "right"), item("E", "right")]
 
 
