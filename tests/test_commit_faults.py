@@ -168,6 +168,17 @@ def _fail() -> None:
     raise OSError(28, "No space left on device")
 
 
+def assert_the_answer_stands(app, through, name: str) -> None:
+    """A correction recorded through `through` is answered 201, made once, and replayed."""
+    client = through.test_client()
+    headers = {**ADMIN, "Idempotency-Key": f"k-{name}"}
+    body = {"answer": "wrong", "why": f"marker-{name}"}
+    first = client.post(CORRECTIONS, json=body, headers=headers)
+    assert first.status_code == 201, first.get_data(as_text=True)[:300]
+    assert made_with(app, f"marker-{name}") == 1
+    assert_replays(first, client.post(CORRECTIONS, json=body, headers=headers))
+
+
 def test_work_queued_for_after_the_commit_failing_leaves_the_answer_as_committed(app, served):
     """A callback that runs once the change has committed (as queueing the judge's questions
     does) fails: the change stands, so its answer does."""
@@ -179,13 +190,7 @@ def test_work_queued_for_after_the_commit_failing_leaves_the_answer_as_committed
         return view(*args, **kwargs)
 
     through.view_functions["api.record_correction"] = and_work_after
-    client = through.test_client()
-    headers = {**ADMIN, "Idempotency-Key": "k-work-after"}
-    body = {"answer": "wrong", "why": "marker-work-after"}
-    first = client.post(CORRECTIONS, json=body, headers=headers)
-    assert first.status_code == 201, first.get_data(as_text=True)[:300]
-    assert made_with(app, "marker-work-after") == 1
-    assert_replays(first, client.post(CORRECTIONS, json=body, headers=headers))
+    assert_the_answer_stands(app, through, "work-after")
 
 
 def test_a_hook_after_the_commit_failing_leaves_the_answer_as_committed(app, served):
@@ -193,10 +198,4 @@ def test_a_hook_after_the_commit_failing_leaves_the_answer_as_committed(app, ser
     written) fails, as the metrics' would if their files could not grow: the answer stands."""
     through = served()
     through.after_request_funcs.setdefault(None, []).insert(0, lambda _response: _fail())
-    client = through.test_client()
-    headers = {**ADMIN, "Idempotency-Key": "k-hook-after"}
-    body = {"answer": "wrong", "why": "marker-hook-after"}
-    first = client.post(CORRECTIONS, json=body, headers=headers)
-    assert first.status_code == 201, first.get_data(as_text=True)[:300]
-    assert made_with(app, "marker-hook-after") == 1
-    assert_replays(first, client.post(CORRECTIONS, json=body, headers=headers))
+    assert_the_answer_stands(app, through, "hook-after")
