@@ -154,6 +154,10 @@ class Run(db.Model):
     # Whether a case or correction was made from it, set in the transaction that makes the
     # first: the runs inbox shows and filters by it, and retention keeps such a run for good.
     has_case: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # The words the runs inbox's `q` finds it by, the text in its input and output
+    # (`service.search.run_document`), written with them on every write: the database indexes
+    # them (FTS5 on SQLite, `search` on PostgreSQL; migration 0011).
+    search_text: Mapped[str | None] = mapped_column(Text, deferred=True)
 
     __table_args__ = (
         Index("ix_runs_list", "agent_pk", "project_id", "at", "id"),
@@ -463,11 +467,11 @@ class JudgeQuestion(db.Model):
 
 
 def modelled(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
-    """Alembic's `include_object`: leave out what the search index adds beside the models (see
-    migration 0008), SQLite's FTS5 table and PostgreSQL's generated column, which no model
-    describes."""
+    """Alembic's `include_object`: leave out what the search indexes add beside the models (see
+    migrations 0008 and 0011), SQLite's FTS5 tables and PostgreSQL's generated columns, which
+    no model describes."""
     if type_ == "table":
-        return not str(name).startswith("case_search")
+        return not str(name).startswith(("case_search", "run_search"))
     if type_ == "column":
-        return not (name == "search" and obj.table.name == "cases")
-    return name != "ix_cases_search"
+        return not (name == "search" and obj.table.name in ("cases", "runs"))
+    return name not in ("ix_cases_search", "ix_runs_search")

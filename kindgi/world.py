@@ -209,6 +209,7 @@ class _Loader:
         self.runs: dict[str, dict[str, Any]] = {}
         self.expects: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         self.expect_words: dict[int, tuple[dict[str, Any], str]] = {}
+        self.run_words: dict[tuple[int, int], tuple[Any, Any, str]] = {}
         self.tools: set[tuple[int, str, str]] = set()  # (agent_pk, project_id, tool) named
         self.first_case: dict[str, datetime] = {}  # run id → when its first case was added
 
@@ -278,6 +279,15 @@ class _Loader:
         expect = service.expect_of(self.body(entry, where))
         self.expects[id(body)] = (body, expect)  # holding `body` keeps its id from being reused
         return expect
+
+    def run_document(self, input_: Any, output: Any) -> str:
+        """A run's words, cut once for each input and output it shares with runs before it
+        (the demo's come from pools, so a million runs cut a few dozen texts)."""
+        key = (id(input_), id(output))
+        said = self.run_words.get(key)
+        if said is None or said[0] is not input_ or said[1] is not output:
+            said = self.run_words[key] = (input_, output, search.run_document(input_, output))
+        return said[2]
 
     def search_text(self, expect: dict[str, Any], run: dict[str, Any]) -> str:
         """A case's words, its expectation's and its run's each cut once."""
@@ -400,7 +410,8 @@ class _Loader:
         self.cased = {
             entry.get("run") for name in ("corrections", "cases") for _, entry in self.entries(name)
         }
-        counts["runs"] = _bulk(Run, self._runs())
+        with search.indexed_after(search.RUNS):
+            counts["runs"] = _bulk(Run, self._runs())
         _bulk(RunTool, (row for run in self.runs.values() for row in runs.tool_rows(run)))
         with search.indexed_after():
             # stored in the order they were added (where each list is in that order), as cases
@@ -473,6 +484,7 @@ class _Loader:
                 "status": r.get("status", "finished"),
                 "input": r.get("input"),
                 "output": r.get("output"),
+                "search_text": self.run_document(r.get("input"), r.get("output")),
                 "calls": r.get("calls", []),
                 "erased": bool(r.get("erased")),
                 "replay_of": r.get("replayOf"),

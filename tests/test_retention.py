@@ -86,6 +86,27 @@ def test_a_case_never_needs_its_run_still_there(app, client, api, young):
     assert client.get(f"/agents/{AGENT}/test-set/cases/case-2").status_code == 200
 
 
+def test_pruned_runs_leave_no_words_in_the_search_index(app, api, young):
+    """The inbox's `q` (docs/design.md §4.2) never finds a pruned run, and the index keeps
+    words of the runs that stay only: on SQLite its FTS5 table holds exactly their rowids (a
+    trigger takes a deleted run's words out), on PostgreSQL they are the runs' own column."""
+    searched = f"{RUNS}?projectId={P1}&q=still+going"
+    assert [r["id"] for r in ok(api.get(searched))["data"]] == ["run-running"]
+    assert prune(app).exit_code == 0
+    assert ok(api.get(searched))["data"] == []
+    assert [r["id"] for r in ok(api.get(f"{RUNS}?projectId={P1}&q=lease"))["data"]] == ["run-1"]
+    with app.app_context():
+        if db.engine.dialect.name == "sqlite":
+            db.session.execute(
+                text("CREATE VIRTUAL TABLE temp.held USING fts5vocab(main, run_search, instance)")
+            )
+            held = set(db.session.scalars(text("SELECT DISTINCT doc FROM temp.held")))
+            said = "SELECT rowid FROM runs WHERE search_text != ''"
+            assert held == set(db.session.scalars(text(said)))
+    check = app.test_cli_runner().invoke(args=["kindgi", "check"])
+    assert check.exit_code == 0 and "run words: ok" in check.output, check.output
+
+
 def test_running_it_again_deletes_nothing(app, young):
     assert prune(app).exit_code == 0
     after = stored_runs(app)

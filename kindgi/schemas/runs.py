@@ -7,7 +7,7 @@ from typing import Any
 from marshmallow import Schema, fields, post_load, validate
 
 from .common import OmitEmpty, PageOut, PageQuery, ProjectId, StrictSchema, Timestamp, nonempty_max
-from .search import SearchedText
+from .search import SearchText
 
 
 class ToolCall(StrictSchema):
@@ -51,11 +51,12 @@ class RunsQuery(PageQuery):
     )
     after = Timestamp(metadata={"description": "Runs at or after this time (RFC 3339)."})
     before = Timestamp(metadata={"description": "Runs before this time (RFC 3339)."})
-    q = SearchedText(
+    q = SearchText(
         metadata={
-            "description": "Text found in the run's input or output, as written, in any case "
-            "(a substring of their JSON text: keys too, and non-ASCII letters match in their "
-            "own case only)."
+            "description": "Words found in the run's input or output (1 to 200 characters, "
+            "with at least one word): runs whose text, the strings in them at any depth (not "
+            "their keys), holds every word, whole, in any case, accents ignored, as the "
+            "cases' search cuts words (docs/design.md §4.1)."
         }
     )
 

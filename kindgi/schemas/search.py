@@ -21,13 +21,3 @@ class SearchText(fields.String):
         if "\x00" in text or not words(text):
             raise ValidationError("Give at least one word to search for.")
         return text
-
-
-class SearchedText(fields.String):
-    """Text to find as it is written: 1..200 characters once trimmed."""
-
-    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> str:
-        text = super()._deserialize(value, attr, data, **kwargs).strip()
-        if not 1 <= len(text) <= MAX_SEARCH_CHARS:
-            raise ValidationError(f"1 to {MAX_SEARCH_CHARS} characters.")
-        return text

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sqlalchemy import bindparam, exists, func, select
+from sqlalchemy import bindparam, exists, func, select, text
 
 from ..database import db
 from ..idempotency import TTL
@@ -29,7 +29,7 @@ from ..models import (
 from ..models import Run as RunRow
 from ..words import are_words
 from . import runs, search
-from .common import clock
+from .common import clock, dialect
 from .counts import TALLY_KEY, recount
 from .test_runs import CASE_OUTCOMES, PART_OUTCOMES
 
@@ -246,6 +246,53 @@ def run_tools() -> list[str]:
                 )
 
 
+def run_words() -> list[str]:
+    """Each run's words are those of the text in its input and output (the inbox's `q` finds
+    it by them; they change as a trace's spans come), and on SQLite the search index holds no
+    run that is gone (retention deletes runs; a trigger takes their words out of the index,
+    PostgreSQL's generated column goes with its row). Read a chunk of runs at a time, by id."""
+    chunk = (
+        select(RunRow.id, RunRow.input, RunRow.output, RunRow.search_text)
+        .where(RunRow.id > bindparam("last"))
+        .order_by(RunRow.id)
+        .limit(_WORDS_CHUNK)
+    )
+    breaches, last = [], ""
+    while rows := db.session.execute(chunk, {"last": last}).all():
+        for run_id, input_, output, said in rows:
+            if said != search.run_document(input_, output):
+                breaches.append(f"run {run_id}: its words are not those of its input and output")
+        last = rows[-1][0]
+    if dialect() == "sqlite":
+        breaches += [
+            f"the runs' search index holds row {rowid}, which is no run's"
+            for rowid in _indexed_but_gone()
+        ]
+    return breaches
+
+
+def _indexed_but_gone() -> list[int]:
+    """The rowids SQLite's `run_search` holds words of that no run has (read through an
+    `fts5vocab` table of its own, made for the check and dropped after it)."""
+    conn = db.session.connection()
+    conn.execute(
+        text(
+            "CREATE VIRTUAL TABLE temp.run_search_rows USING fts5vocab(main, run_search, instance)"
+        )
+    )
+    try:
+        return list(
+            db.session.scalars(
+                text(
+                    "SELECT DISTINCT doc FROM temp.run_search_rows "
+                    "WHERE doc NOT IN (SELECT rowid FROM runs) ORDER BY doc"
+                )
+            )
+        )
+    finally:
+        conn.execute(text("DROP TABLE temp.run_search_rows"))
+
+
 RULES: dict[str, Callable[[], list[str]]] = {
     "counts": counts,
     "snapshots": snapshots,
@@ -255,6 +302,7 @@ RULES: dict[str, Callable[[], list[str]]] = {
     "test run tallies": run_tallies,
     "runs made cases": runs_cased,
     "run tools": run_tools,
+    "run words": run_words,
 }
 
 

@@ -3,12 +3,13 @@ inbox, the API's list, the add-case form's choice of runs).
 
 A run's tools are written beside it (`run_tools`, one row per tool it called) and whether a case
 was made from it is kept on it (`has_case`), so the list's `tool` and `hasCase` filters are led
-by an index of their own, newest first, at any number of runs.
+by an index of their own, newest first, at any number of runs. Its words (`search_text`, the
+text in its input and output) are written with them and indexed as the cases' are, so `q` finds
+whole words on both engines alike (`service.search`).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,13 +20,11 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Select,
-    Text,
     and_,
     bindparam,
-    cast,
     delete,
     false,
-    or_,
+    func,
     select,
     text,
     true,
@@ -34,8 +33,9 @@ from sqlalchemy import (
 from ..database import db
 from ..errors import AgentNotFound, RunNotFound, RunNotOfAgent, bad_input
 from ..models import Agent, Run, RunTool
+from . import search
 from .access import AgentRef, readable, scope
-from .common import clock, new_id, sql
+from .common import clock, dialect, new_id, sql
 from .identity import Principal
 from .paging import Page, keyset_page, newest_first
 
@@ -114,6 +114,7 @@ def record_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> Run:
         status=body["status"],
         input=body.get("input"),
         output=body.get("output"),
+        search_text=search.run_document(body.get("input"), body.get("output")),
         calls=body.get("calls", []),
         erased=False,
         replay_of=body.get("replayOf"),
@@ -139,20 +140,29 @@ _CONDITIONS: dict[str, Callable[[Any], ColumnElement[bool]]] = {
     "has_case=false": lambda at: Run.has_case == false(),
     "after": lambda at: at >= bindparam("after", type_=Run.at.type),
     "before": lambda at: at < bindparam("before", type_=Run.at.type),
-    # the simple search: a substring of the input's or output's JSON text as stored, any case
-    "q": lambda at: or_(
-        cast(Run.input, Text).ilike(bindparam("q"), escape="/"),
-        cast(Run.output, Text).ilike(bindparam("q"), escape="/"),
-    ),
 }
 
 
 @cache
-def _runs_query(given: frozenset[str], after: bool) -> Select[Any]:
+def _runs_query(
+    given: frozenset[str], after: bool, dialect_name: str, how: str | None
+) -> Select[Any]:
     """The runs list's statement for one shape of filters (`given`: their names, `has_case`
-    with its value), built once."""
+    with its value; `q` answered `how`, see `search.strategy`), built once."""
     query = select(*RUN_COLUMNS)
-    if "tool" in given:
+    if how == search.DRIVE:
+        # led by the words' few matches, sorted: the time's order in a form no index serves,
+        # and on SQLite unary + keeps it from the list's index, which it would walk whole
+        if dialect_name == "sqlite":
+            query = query.where(
+                text("+runs.agent_pk = :agent_pk AND +runs.project_id = :project_id")
+            )
+        else:
+            query = query.where(
+                Run.agent_pk == bindparam("agent_pk"), Run.project_id == bindparam("project_id")
+            )
+        at, ident = func.coalesce(Run.at, Run.at), Run.id
+    elif "tool" in given:
         # led by the tool's own index, newest first: a rare tool's runs are found at once
         query = query.join(RunTool, RunTool.run_id == Run.id).where(
             RunTool.agent_pk == bindparam("agent_pk"),
@@ -167,17 +177,18 @@ def _runs_query(given: frozenset[str], after: bool) -> Select[Any]:
         at, ident = Run.at, Run.id
     # after a cursor, `before` goes without saying (the cursor's run was before it) and would
     # only keep the index from seeking to the cursor: a deep page would walk from `before`
-    implied = {"tool", "before"} if after else {"tool"}
+    implied = {"tool", "q", "before"} if after else {"tool", "q"}
     for name in sorted(given - implied):
         query = query.where(_CONDITIONS[name](at))
+    if how is not None:
+        query = query.where(search.condition(dialect_name, how, search.RUNS))
+        if how == search.WALK and dialect_name == "sqlite":
+            query = query.add_cte(search.window(after, search.RUNS))
     return newest_first(query, at, ident, after)
 
 
-def _like(text: str, *, stored_json: bool = False) -> str:
-    """A LIKE pattern for `text` anywhere (`/` escapes); with `stored_json`, the text as a JSON
-    string spells it where it is stored (quotes, backslashes and non-ASCII escaped)."""
-    if stored_json:
-        text = json.dumps(text)[1:-1]
+def _like(text: str) -> str:
+    """A LIKE pattern for `text` anywhere (`/` escapes)."""
     return "%" + re.sub(r"([/%_])", r"/\1", text) + "%"
 
 
@@ -196,9 +207,9 @@ def runs_of(
     **filters: Any,
 ) -> Page:
     """One page of a readable agent's runs in a project, newest first, filtered: `status`,
-    `version`, `tool` (it called), `has_case`, `after` (at or after) and `before`, `q` (in the
-    input's or output's JSON text), `search` (in the id). Every filter is bound into the
-    cursor."""
+    `version`, `tool` (it called), `has_case`, `after` (at or after) and `before`, `q` (every
+    word of it in the text of the input or output), `search` (in the id). Every filter is
+    bound into the cursor."""
     given = {name: value for name, value in filters.items() if value is not None}
     binding = {
         "list": "runs",
@@ -213,13 +224,18 @@ def runs_of(
     params = {"agent_pk": agent.pk, "project_id": project_id, **given}
     if "search" in given:
         params["search"] = _like(given["search"])
+    name, how = dialect(), None
     if "q" in given:
-        params["q"] = _like(given["q"], stored_json=True)
+        params.update(search.parameters(name, given["q"], [], []))
+        # with a tool, its own index leads and each of its runs is checked
+        how = search.WALK_PROBING if "tool" in given else search.strategy(name, params, search.RUNS)
     shape = frozenset(
-        f"has_case={'true' if v else 'false'}" if name == "has_case" else name
-        for name, v in given.items()
+        f"has_case={'true' if v else 'false'}" if key == "has_case" else key
+        for key, v in given.items()
     )
-    return keyset_page(lambda after: _runs_query(shape, after), params, limit, cursor, binding)
+    return keyset_page(
+        lambda after: _runs_query(shape, after, name, how), params, limit, cursor, binding
+    )
 
 
 def list_runs(caller: Principal, agent_id: str, project_id: str, **filters: Any) -> Page:

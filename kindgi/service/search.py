@@ -1,4 +1,4 @@
-"""Finding cases by what they say: the words a case is searched by, and the filters' SQL.
+"""Finding cases and runs by what they say: the words each is searched by, and the filters' SQL.
 
 A case's words are written once, when the case is made (`document`): its expectation's (what
 it should say, why, the tools it names, its items' keys) and its run's input and output as the
@@ -16,6 +16,11 @@ the same way for a search's words, and each database only splits them at their s
 
 So both find the same cases, and every write path (the service, the world loader) keeps the
 index exact in its own transaction. Migration 0008 builds both.
+
+A run's words (`runs.search_text`: the text in its input and output, `run_document`) are indexed
+the same way (`run_search`, `runs.search`, migration 0011), and written on every write of the
+run: recorded, assembled again from a trace's spans, loaded. `CASES` and `RUNS` name each
+index; a search of either goes the same ways (`strategy`).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cache
 from time import monotonic
 from typing import Any
@@ -30,14 +36,38 @@ from typing import Any
 from sqlalchemy import CTE, TextClause, bindparam, func, literal_column, select, text
 
 from ..grading import PARTS
-from ..models import Case, TestSetTool
+from ..models import Case, Run, TestSetTool
 from ..words import distinct, words
 from .common import bulk, dialect, insert_for, sql
 from .paging import past_position
 
 MAX_DOCUMENT_CHARS = 100_000  # a run's output may be large; a tsvector holds at most 1 MB
-# What each database indexes of a case: its words, then its retire reason's
-INDEXED = "coalesce(search_text, '') || ' ' || coalesce(retired_words, '')"
+
+
+@dataclass(frozen=True)
+class Indexed:
+    """A table searched by its words: its model (with `agent_pk` and `project_id`), its list's
+    position (`at`, `ident`), its FTS5 table on SQLite, and what each database indexes of a row
+    (SQL over its columns). PostgreSQL's is the generated column `search`, its GIN index
+    `ix_{table}_search`; SQLite's trigger that indexes a new row is `{table}_search_insert`."""
+
+    model: Any
+    at: Any
+    ident: Any
+    fts: str
+    indexed: str
+
+    @property
+    def table(self) -> str:
+        return self.model.__tablename__
+
+
+# a case's words, then its retire reason's; a run's words
+CASES = Indexed(
+    Case, Case.added_at, Case.id, "case_search",
+    "coalesce(search_text, '') || ' ' || coalesce(retired_words, '')",
+)  # fmt: skip
+RUNS = Indexed(Run, Run.at, Run.id, "run_search", "coalesce(search_text, '')")
 
 
 def tool_marker(tool: str) -> str:
@@ -91,7 +121,17 @@ def document(expect_part: str, run_part: str) -> str:
     """A case's words (without the retire reason's) as the column stores them: its
     expectation's, then its run's (each part's words once; made once for many cases in a bulk
     load), at most MAX_DOCUMENT_CHARS (the words past that left out)."""
-    text = f"{expect_part} {run_part}".strip()
+    return _capped(f"{expect_part} {run_part}".strip())
+
+
+def run_document(input_: Any, output: Any) -> str:
+    """A run's words as `runs.search_text` stores them: `run_words`, at most
+    MAX_DOCUMENT_CHARS."""
+    return _capped(run_words(input_, output))
+
+
+def _capped(text: str) -> str:
+    """Words, those past MAX_DOCUMENT_CHARS left out."""
     if len(text) > MAX_DOCUMENT_CHARS:
         text = text[: text.rfind(" ", 0, MAX_DOCUMENT_CHARS + 1)]
     return text
@@ -131,7 +171,7 @@ DRIVE, WALK, WALK_PROBING = "drive", "walk", "walk-probing"
 INDEX_BUILD_MEMORY = "256MB"  # PostgreSQL's GIN index is built in memory, then written
 FEW, MANY = 2_000, 50_000
 SURELY_COMMON = 0.0075  # PostgreSQL estimates a word ANALYZE hasn't counted in at most 0.5 %
-_ALL_CASES = text("SELECT reltuples FROM pg_class WHERE oid = 'cases'::regclass")
+_ALL_ROWS = "SELECT reltuples FROM pg_class WHERE oid = '{table}'::regclass"
 
 
 # Walking on SQLite, the matches are gathered (into a set the walk looks each case up in) for
@@ -139,48 +179,52 @@ _ALL_CASES = text("SELECT reltuples FROM pg_class WHERE oid = 'cases'::regclass"
 # so the list's next cases lie in a narrow band of rowids, and a page of a word in about 1 % of
 # the cases reads a few hundred of its matches, not all of them (gathering is most of the cost).
 # The cases outside the band, if the walk gets there, are looked up among all the matches.
+# (Runs too are stored mostly as they ran.)
 WINDOW = 4096
-_MATCHES = "SELECT rowid FROM case_search WHERE case_search MATCH :match"
+_MATCHES = "SELECT rowid FROM {fts} WHERE {fts} MATCH :match"
 _BAND = "(SELECT lo FROM search_window) AND (SELECT hi FROM search_window)"
 _WALK_SQLITE = (
-    f"(cases.rowid IN ({_MATCHES} AND rowid BETWEEN {_BAND}) "
-    f"OR (cases.rowid NOT BETWEEN {_BAND} AND cases.rowid IN ({_MATCHES})))"
+    f"({{table}}.rowid IN ({_MATCHES} AND rowid BETWEEN {_BAND}) "
+    f"OR ({{table}}.rowid NOT BETWEEN {_BAND} AND {{table}}.rowid IN ({_MATCHES})))"
+)
+_PROBE_SQLITE = (
+    "EXISTS (SELECT 1 FROM {fts} WHERE {fts} MATCH :match AND {fts}.rowid = {table}.rowid)"
 )
 
 
-def condition(dialect_name: str, how: str | None) -> TextClause:
-    """The condition "the case's words have every word, every tool and any of the parts",
+def condition(dialect_name: str, how: str | None, of: Indexed = CASES) -> TextClause:
+    """The condition "the row's words have every word, every tool and any of the parts",
     for a search answered `how` (None: as the planner likes, for a count). Walking on SQLite,
     the statement must carry `window(after)`."""
+    names = {"table": of.table, "fts": of.fts}
     if dialect_name == "sqlite":
         if how == WALK_PROBING:
-            return text(
-                "EXISTS (SELECT 1 FROM case_search WHERE case_search MATCH :match "
-                "AND case_search.rowid = cases.rowid)"
-            )
-        return text(_WALK_SQLITE if how == WALK else f"cases.rowid IN ({_MATCHES})")
-    # Walking, the document is checked case by case, in a form the GIN index can't serve, and
-    # the query is made once (a sub-select), not for each case: a statement run often is
+            return text(_PROBE_SQLITE.format(**names))
+        where = _WALK_SQLITE if how == WALK else f"{{table}}.rowid IN ({_MATCHES})"
+        return text(where.format(**names))
+    # Walking, the document is checked row by row, in a form the GIN index can't serve, and
+    # the query is made once (a sub-select), not for each row: a statement run often is
     # prepared, and PostgreSQL's plan for any word read all of a common word's matches through
     # the index, or made the query again for every case (60 ms a page at a million cases, not 2).
-    document = "coalesce(cases.search, cases.search)" if how == WALK else "cases.search"
+    search = f"{of.table}.search"
+    document = f"coalesce({search}, {search})" if how == WALK else search
     return text(f"{document} @@ (SELECT {_TSQUERY})")
 
 
-def window(after: bool) -> CTE:
-    """The band of rowids of the list's next WINDOW cases (from the start, or from the
+def window(after: bool, of: Indexed = CASES) -> CTE:
+    """The band of rowids of the list's next WINDOW rows (from the start, or from the
     position `after_at`, `after_id`), as `search_window (lo, hi)`; an empty list's band is
-    empty, so every case is looked up among all the matches.
+    empty, so every row is looked up among all the matches.
 
-    The band starts at the position's own case, not after it: SQLite's walk visits that case
-    first and checks the search before the position, and a case outside the band gathers all
+    The band starts at the position's own row, not after it: SQLite's walk visits that row
+    first and checks the search before the position, and a row outside the band gathers all
     the matches."""
-    rows = select(literal_column("cases.rowid").label("r")).where(
-        Case.agent_pk == bindparam("agent_pk"), Case.project_id == bindparam("project_id")
+    rows = select(literal_column(f"{of.table}.rowid").label("r")).where(
+        of.model.agent_pk == bindparam("agent_pk"), of.model.project_id == bindparam("project_id")
     )
     if after:
-        rows = rows.where(past_position(Case.added_at, Case.id, inclusive=True))
-    rows = rows.order_by(Case.added_at.desc(), Case.id.desc())
+        rows = rows.where(past_position(of.at, of.ident, inclusive=True))
+    rows = rows.order_by(of.at.desc(), of.ident.desc())
     rows = rows.limit(bindparam("search_window")).subquery()
     band = select(
         func.coalesce(func.min(rows.c.r), 0).label("lo"),
@@ -192,32 +236,30 @@ def window(after: bool) -> CTE:
 _TSQUERY = "CAST(:match AS tsquery)"  # PostgreSQL's search: the words as they are
 
 
-_FTS5_MATCHES = text(
-    "SELECT count(*) FROM (SELECT 1 FROM case_search WHERE case_search MATCH :match LIMIT :bound)"
-)
+_FTS5_MATCHES = "SELECT count(*) FROM (SELECT 1 FROM {fts} WHERE {fts} MATCH :match LIMIT :bound)"
 
 
 WAYS_KEPT, WAY_KEPT_FOR = 4096, 60.0  # searches whose way is remembered, and for how long (s)
 _ways: dict[tuple[Any, ...], tuple[str, float]] = {}
 
 
-def strategy(dialect_name: str, params: dict[str, Any]) -> str:
+def strategy(dialect_name: str, params: dict[str, Any], of: Indexed = CASES) -> str:
     """How to answer a search (see DRIVE, WALK), remembered a minute in this process: a
     search's next pages, and the same search again, go its way without asking again (how
-    common a word is changes slowly, and either way finds exactly the same cases)."""
-    key = (dialect_name, params["match"])
+    common a word is changes slowly, and either way finds exactly the same rows)."""
+    key = (dialect_name, of.fts, params["match"])
     now = monotonic()
     kept = _ways.get(key)
     if kept is not None and kept[1] > now:
         return kept[0]
     if len(_ways) >= WAYS_KEPT:
         _ways.clear()
-    how = _way(dialect_name, params)
+    how = _way(dialect_name, params, of)
     _ways[key] = (how, now + WAY_KEPT_FOR)
     return how
 
 
-def _way(dialect_name: str, params: dict[str, Any]) -> str:
+def _way(dialect_name: str, params: dict[str, Any], of: Indexed) -> str:
     """How to answer a search, found out.
 
     SQLite: its matches counted in the index, up to MANY + 1 (FTS5 reads only its doclists).
@@ -227,19 +269,21 @@ def _way(dialect_name: str, params: dict[str, Any]) -> str:
     Between, the matches are counted in the index up to FEW + 1 (a bitmap of them all, so
     only where they are known to be not many: a word in half the cases took 60 ms)."""
     if dialect_name == "sqlite":
-        matches = sql().execute(_FTS5_MATCHES, {**params, "bound": MANY + 1}).scalar_one()
+        counting = text(_FTS5_MATCHES.format(fts=of.fts))
+        matches = sql().execute(counting, {**params, "bound": MANY + 1}).scalar_one()
         return DRIVE if matches <= FEW else WALK if matches <= MANY else WALK_PROBING
-    found = f"cases.search @@ {_TSQUERY}"  # as the planner can see it
-    plan = sql().execute(text(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM cases WHERE {found}"),
+    found = f"{of.table}.search @@ {_TSQUERY}"  # as the planner can see it
+    plan = sql().execute(text(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM {of.table} WHERE {found}"),
                          params).scalar_one()  # fmt: skip
     estimate = plan[0]["Plan"]["Plan Rows"]
-    cases = sql().execute(_ALL_CASES).scalar_one()  # -1 until the table is first analyzed
-    if cases > 0 and estimate > SURELY_COMMON * cases:
+    # -1 until the table is first analyzed
+    rows = sql().execute(text(_ALL_ROWS.format(table=of.table))).scalar_one()
+    if rows > 0 and estimate > SURELY_COMMON * rows:
         return WALK
     if estimate <= FEW:
         return DRIVE
     counted = select(func.count()).select_from(
-        select(Case.id).where(text(found)).limit(FEW + 1).subquery()
+        select(of.ident).where(text(found)).limit(FEW + 1).subquery()
     )
     return DRIVE if sql().execute(counted, params).scalar_one() <= FEW else WALK
 
@@ -280,38 +324,39 @@ def tools(agent_pk: int, project_id: str) -> list[str]:
 
 
 @contextmanager
-def indexed_after() -> Iterator[None]:
-    """Index the cases inserted in this block once, after them, in the same transaction: for
-    a bulk load (the world loader, the demo).
+def indexed_after(of: Indexed = CASES) -> Iterator[None]:
+    """Index the rows (cases, or runs) inserted in this block once, after them, in the same
+    transaction: for a bulk load (the world loader, the demo).
 
     Row by row, SQLite's trigger made FTS5 write a segment for every case (each statement that
     fires a trigger is a savepoint, where FTS5 flushes) and PostgreSQL updated the GIN index
     for each; both were most of a million-case load. FTS5's segments are then merged into one.
     The trigger and the index are put back by their stored definitions, so they stay what
-    migration 0008 made.
+    migrations 0008 and 0011 made.
     """
-    conn = sql()
+    conn, table, fts = sql(), of.table, of.fts
     if dialect() == "sqlite":
         trigger = conn.exec_driver_sql(
-            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'cases_search_insert'"
+            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?",
+            (f"{table}_search_insert",),
         ).scalar_one()
-        last = conn.exec_driver_sql("SELECT coalesce(max(rowid), 0) FROM cases").scalar_one()
-        conn.exec_driver_sql("DROP TRIGGER cases_search_insert")
+        last = conn.exec_driver_sql(f"SELECT coalesce(max(rowid), 0) FROM {table}").scalar_one()
+        conn.exec_driver_sql(f"DROP TRIGGER {table}_search_insert")
         yield
         conn.exec_driver_sql(
-            f"INSERT INTO case_search (rowid, doc) SELECT rowid, {INDEXED} FROM cases "
+            f"INSERT INTO {fts} (rowid, doc) SELECT rowid, {of.indexed} FROM {table} "
             "WHERE rowid > ?",
             (last,),
         )
         # one segment, not the dozens a large insert leaves: a word's matches are then read
         # from one list, and a band of them found by seeking in it (20 times faster at 1M)
-        conn.exec_driver_sql("INSERT INTO case_search (case_search) VALUES ('optimize')")
+        conn.exec_driver_sql(f"INSERT INTO {fts} ({fts}) VALUES ('optimize')")
         conn.exec_driver_sql(trigger)
     else:
         index = conn.exec_driver_sql(
-            "SELECT pg_get_indexdef('ix_cases_search'::regclass)"
+            f"SELECT pg_get_indexdef('ix_{table}_search'::regclass)"
         ).scalar_one()
-        conn.exec_driver_sql("DROP INDEX ix_cases_search")
+        conn.exec_driver_sql(f"DROP INDEX ix_{table}_search")
         yield
         bulk()  # building it reads every case
         conn.exec_driver_sql(f"SET LOCAL maintenance_work_mem = '{INDEX_BUILD_MEMORY}'")

@@ -30,13 +30,15 @@ from .access import AgentRef, scope
 from .common import clock, dialect, insert_for, sql
 from .identity import Principal
 from .runs import save_tools
+from .search import run_document
 
 MAX_VERSION = 100  # characters, as a run recorded through the API
 _CHUNK = 500  # ids in one IN list
 _REASONS_SHOWN = 10
 _EPOCH = datetime(1970, 1, 1)
-# The run's columns a later span of its trace changes (never its agent, project or erasure)
-_ASSEMBLED = ("version", "status", "input", "output", "calls", "at", "error")
+# The run's columns a later span of its trace changes (never its agent, project or erasure):
+# its words with its input and output, so the inbox's `q` finds it by what it says now
+_ASSEMBLED = ("version", "status", "input", "output", "search_text", "calls", "at", "error")
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,7 @@ def _run_row(
         "status": "finished" if made.finished else "running",
         "input": made.input,
         "output": made.output,
+        "search_text": run_document(made.input, made.output),
         "calls": made.calls,
         "erased": False,
         "replay_of": None,
