@@ -23,7 +23,7 @@ from sqlalchemy import inspect, text
 
 from kindgi import create_app, world
 from kindgi.database import db
-from kindgi.service import common
+from kindgi.service import common, search
 
 # The live server, Chromium and the sign-in of the browser tests, for every file that drives pages.
 pytest_plugins = ("browsing",)
@@ -245,3 +245,23 @@ def metric(text: str, name: str, **labels: str) -> float:
         if got and ",".join(sorted((got.group(1) or "").split(","))) == want:
             return float(value)
     return 0.0
+
+
+NARROW = "walk-narrow"  # walking, with a band of one row: the rest are looked up in all matches
+
+
+@pytest.fixture(params=[search.DRIVE, search.WALK, NARROW, search.WALK_PROBING])
+def how(request, monkeypatch) -> str:
+    """Each way a search of cases or runs is answered (see `search.strategy`), chosen by moving
+    the bounds the test world's few matches are measured against (and no way remembered from
+    before)."""
+    monkeypatch.setattr(search, "_ways", {})
+    if request.param == search.DRIVE:  # never taken for a word PostgreSQL knows is common
+        monkeypatch.setattr(search, "SURELY_COMMON", float("inf"))
+    else:
+        monkeypatch.setattr(search, "FEW", -1)
+    if request.param == search.WALK_PROBING:
+        monkeypatch.setattr(search, "MANY", -1)
+    if request.param == NARROW:
+        monkeypatch.setattr(search, "WINDOW", 1)
+    return request.param

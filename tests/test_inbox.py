@@ -20,7 +20,6 @@ from urllib.parse import urlencode
 import pytest
 from conftest import AGENT, MULTI, P1, PG, WORLD, error_of, ok, refused, sign_in
 
-from kindgi.service import search
 from kindgi.words import words
 
 T0 = datetime(2026, 11, 1, 12, 0)
@@ -173,14 +172,21 @@ PAGED = [
 @pytest.mark.parametrize("filters", PAGED, ids=lambda f: urlencode(f) or "none")
 def test_a_filtered_list_pages_by_cursor_never_twice_never_skipping(api, recorded, filters):
     expected = [r["id"] for r in model(recorded) if matches(r, filters)]
+    assert every_page(api, 2, filters) == expected
+
+
+def every_page(api, limit: int, filters: dict[str, str]) -> list[str]:
+    """The runs of every page of the list, `limit` a page, each page after the last's cursor."""
     seen, cursor = [], None
     for _ in range(20):
-        page = ok(api.get(runs_url(limit=2, **filters, **({"cursor": cursor} if cursor else {}))))
+        page = ok(
+            api.get(runs_url(limit=limit, **filters, **({"cursor": cursor} if cursor else {})))
+        )
         seen += ids(page)
         if not page["hasMore"]:
-            break
+            return seen
         cursor = page["nextCursor"]
-    assert seen == expected
+    raise AssertionError("more than 20 pages")
 
 
 # Texts a run says (its input, its output) and what `q` finds among them: the same on either
@@ -233,25 +239,6 @@ def spoken(api, set_clock) -> dict[str, str]:
     return made
 
 
-NARROW = "walk-narrow"  # walking, with a band of one run: the rest are looked up in all matches
-
-
-@pytest.fixture(params=[search.DRIVE, search.WALK, NARROW, search.WALK_PROBING])
-def how(request, monkeypatch) -> str:
-    """Each way a search is answered (`search.strategy`, the cases' own), chosen by moving the
-    bounds the test world's few matches are measured against, no way remembered from before."""
-    monkeypatch.setattr(search, "_ways", {})
-    if request.param == search.DRIVE:  # never taken for a word PostgreSQL knows is common
-        monkeypatch.setattr(search, "SURELY_COMMON", float("inf"))
-    else:
-        monkeypatch.setattr(search, "FEW", -1)
-    if request.param == search.WALK_PROBING:
-        monkeypatch.setattr(search, "MANY", -1)
-    if request.param == NARROW:
-        monkeypatch.setattr(search, "WINDOW", 1)
-    return request.param
-
-
 def test_q_finds_the_runs_saying_every_word_whole_any_case_accents_ignored(api, spoken, how):
     names = {run_id: name for name, run_id in spoken.items()}
     for q, found in SEARCHED:
@@ -264,14 +251,7 @@ def test_q_finds_the_runs_saying_every_word_whole_any_case_accents_ignored(api, 
 def test_a_search_pages_alike_whichever_way_it_is_answered(api, recorded, how, filters):
     expected = [r["id"] for r in model(recorded) if matches(r, filters)]
     assert len(expected) >= 2  # pages of one
-    seen, cursor = [], None
-    for _ in range(20):
-        page = ok(api.get(runs_url(limit=1, **filters, **({"cursor": cursor} if cursor else {}))))
-        seen += ids(page)
-        if not page["hasMore"]:
-            break
-        cursor = page["nextCursor"]
-    assert seen == expected
+    assert every_page(api, 1, filters) == expected
 
 
 def test_a_search_with_another_filter_is_every_one_of_them(api, recorded, how):

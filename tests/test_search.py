@@ -54,25 +54,6 @@ def found(api, as_: str = "admin", **params: Any) -> list[str]:
         cursor = page["nextCursor"]
 
 
-NARROW = "walk-narrow"  # walking, with a band of one case: the rest are looked up in all matches
-
-
-@pytest.fixture(params=[search.DRIVE, search.WALK, NARROW, search.WALK_PROBING])
-def how(request, monkeypatch) -> str:
-    """Each way a search is answered (see `search.strategy`), chosen by moving the bounds
-    the test world's few matches are measured against (and no way remembered from before)."""
-    monkeypatch.setattr(search, "_ways", {})
-    if request.param == search.DRIVE:  # never taken for a word PostgreSQL knows is common
-        monkeypatch.setattr(search, "SURELY_COMMON", float("inf"))
-    else:
-        monkeypatch.setattr(search, "FEW", -1)
-    if request.param == search.WALK_PROBING:
-        monkeypatch.setattr(search, "MANY", -1)
-    if request.param == NARROW:
-        monkeypatch.setattr(search, "WINDOW", 1)
-    return request.param
-
-
 @pytest.fixture
 def more_cases(api, set_clock) -> dict[str, str]:
     """A finished run in French, a hand case on it (h1) and a correction by CI's token (c1)."""

@@ -8,7 +8,7 @@ names every breach it finds; an empty list means the database keeps every promis
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sqlalchemy import bindparam, exists, func, select, text
@@ -98,21 +98,27 @@ def search_words() -> list[str]:
     are what `kindgi.words` makes of the reason. (That a case's words are its expectation's
     and run's holds by construction: both are written once, from texts that never change.)
     Read a chunk of cases at a time, by id."""
-    chunk = (
-        select(Case.id, Case.search_text, Case.retired_reason, Case.retired_words)
-        .where(Case.id > bindparam("last"))
-        .order_by(Case.id)
-        .limit(_WORDS_CHUNK)
-    )
-    breaches, last = [], ""
-    while rows := db.session.execute(chunk, {"last": last}).all():
-        for case_id, said, reason, reason_said in rows:
-            if said is None or not are_words(said):
-                breaches.append(f"case {case_id}: its words are not in the search's form")
-            if reason_said != search.reason_words(reason):
-                breaches.append(f"case {case_id}: its retire reason's words are not the reason's")
-        last = rows[-1][0]
+    breaches = []
+    for case_id, said, reason, reason_said in _chunked(
+        Case.id, Case.search_text, Case.retired_reason, Case.retired_words
+    ):
+        if said is None or not are_words(said):
+            breaches.append(f"case {case_id}: its words are not in the search's form")
+        if reason_said != search.reason_words(reason):
+            breaches.append(f"case {case_id}: its retire reason's words are not the reason's")
     return breaches
+
+
+def _chunked(ident: Any, *columns: Any) -> Iterator[Any]:
+    """Every row of `ident`'s table (its id, then `columns`), read _WORDS_CHUNK at a time by
+    id."""
+    chunk = (
+        select(ident, *columns).where(ident > bindparam("last")).order_by(ident).limit(_WORDS_CHUNK)
+    )
+    last = ""
+    while rows := db.session.execute(chunk, {"last": last}).all():
+        yield from rows
+        last = rows[-1][0]
 
 
 def idempotency_answers() -> list[str]:
@@ -251,18 +257,13 @@ def run_words() -> list[str]:
     it by them; they change as a trace's spans come), and on SQLite the search index holds no
     run that is gone (retention deletes runs; a trigger takes their words out of the index,
     PostgreSQL's generated column goes with its row). Read a chunk of runs at a time, by id."""
-    chunk = (
-        select(RunRow.id, RunRow.input, RunRow.output, RunRow.search_text)
-        .where(RunRow.id > bindparam("last"))
-        .order_by(RunRow.id)
-        .limit(_WORDS_CHUNK)
-    )
-    breaches, last = [], ""
-    while rows := db.session.execute(chunk, {"last": last}).all():
-        for run_id, input_, output, said in rows:
-            if said != search.run_document(input_, output):
-                breaches.append(f"run {run_id}: its words are not those of its input and output")
-        last = rows[-1][0]
+    breaches = [
+        f"run {run_id}: its words are not those of its input and output"
+        for run_id, input_, output, said in _chunked(
+            RunRow.id, RunRow.input, RunRow.output, RunRow.search_text
+        )
+        if said != search.run_document(input_, output)
+    ]
     if dialect() == "sqlite":
         breaches += [
             f"the runs' search index holds row {rowid}, which is no run's"
