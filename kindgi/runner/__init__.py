@@ -14,16 +14,25 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+import httpx
+
+from ..client import ApiError, Client, TestRunOptions
 from .agents import ExecAgent, JsonlAgent, error
-from .client import CannotRun, Client, Refused
 from .summary import lines, markdown, why
 
 BATCH = 100  # results a request, well under the server's 500
 EXIT_MET, EXIT_FAILED, EXIT_CANNOT = 0, 1, 2
+# A server restarting, or a database busy for a while, is ridden out: some 2 minutes of retries
+RETRIES, MAX_WAIT = 20, 10.0
+
+
+class CannotRun(Exception):
+    """Why the command could not run (exit 2): one line, never a traceback."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -59,8 +68,11 @@ def main(argv: list[str] | None = None) -> int:
         return TestRun(args).run()
     except CannotRun as exc:
         print(f"kindgi: {exc}", file=sys.stderr)
-    except Refused as exc:
-        print(f"kindgi: the server refused: {exc}", file=sys.stderr)
+    except ApiError as exc:
+        what = "the token (KINDGI_TOKEN)" if exc.code == "unauthenticated" else "the request"
+        print(f"kindgi: the server refused {what}: {exc}", file=sys.stderr)
+    except httpx.TransportError as exc:
+        print(f"kindgi: the server at {args.url} can't be reached: {exc}", file=sys.stderr)
     except KeyboardInterrupt:
         print("kindgi: interrupted", file=sys.stderr)
     except Exception as exc:  # never a traceback: one line, exit 2
@@ -89,8 +101,8 @@ class TestRun:
         token = os.environ.get("KINDGI_TOKEN", "")
         if not token:
             raise CannotRun("set KINDGI_TOKEN to an API token (kgi_…)")
-        self.command = command
-        self.client = Client(args.url, token, args.agent)
+        self.command, self.agent = command, args.agent
+        self.client = Client(args.url, token, retries=RETRIES, max_wait=MAX_WAIT)
         self.stop = threading.Event()
         self.progress = Progress(sys.stderr)
 
@@ -103,53 +115,49 @@ class TestRun:
             print(
                 f"kindgi: test run {run['id']} (resume with --resume {run['id']})", file=sys.stderr
             )
-            awaiting = list(
-                self.client.pages(self.runs(f"{run['id']}/cases"), awaiting="true", limit=500)
-            )
+            awaiting = list(self.client.cases_to_answer(self.agent, run["id"], page_size=500))
             self.grade(run["id"], awaiting)
             if self.stop.is_set():
                 raise CannotRun(f"interrupted: resume with --resume {run['id']}")
-            run = self.client.call("GET", self.runs(run["id"]))
+            run = self.client.test_run(self.agent, run["id"])
             if run["status"] == "open":
-                run = self.client.write(self.runs(f"{run['id']}/finish"), {})
+                run = self.client.finish_test_run(self.agent, run["id"])
             run = self.wait_for_judge(run)
         finally:
             signal.signal(signal.SIGINT, previous)
         compared = self.compare(run)
         verdict, code = self.gate(run, compared)
         if self.args.junit:
-            report = self.client.call("GET", self.runs(f"{run['id']}/report.xml"))
-            self.args.junit.write_bytes(report.content)
+            self.args.junit.write_bytes(self.client.junit_report(self.agent, run["id"]))
         if self.args.summary:
             self.args.summary.write_text(markdown(run, compared, verdict))
         print("\n".join(lines(run, compared, verdict)))
         return code
 
-    def runs(self, rest: str = "") -> str:
-        return self.client.agent_path("test-runs" + (f"/{rest}" if rest else ""))
-
     def open_run(self) -> dict[str, Any]:
         if self.args.resume:
-            return self.client.call("GET", self.runs(self.args.resume))
-        body: dict[str, Any] = {"projectId": self.args.project, "candidate": self.args.candidate}
+            return self.client.test_run(self.agent, self.args.resume)
+        options: TestRunOptions = {}
         if self.args.weighting != "all":
-            body["weighting"] = self.args.weighting
+            options["weighting"] = self.args.weighting
         if self.args.label:
-            body["label"] = self.args.label
+            options["label"] = self.args.label
         if self.args.rerun:
-            body["rerunOf"] = self.args.rerun
+            options["rerun_of"] = self.args.rerun
             if self.args.only:
-                body["only"] = self.args.only
+                options["only"] = self.args.only
         baseline = self.baseline()
         if baseline:
-            body["baseline"] = baseline
-        return self.client.write(self.runs(), body)
+            options["baseline"] = baseline
+        return self.client.start_test_run(
+            self.agent, self.args.project, self.args.candidate, **options
+        )
 
     def baseline(self) -> str | None:
         """`--baseline latest`: the newest done run of the test set, any candidate."""
         if self.args.baseline != "latest":
             return self.args.baseline
-        for run in self.client.pages(self.runs(), projectId=self.args.project, limit=100):
+        for run in self.client.test_runs(self.agent, self.args.project, page_size=100):
             if run["status"] == "done":
                 return run["id"]
         if self.args.max_regressions is not None:
@@ -160,7 +168,7 @@ class TestRun:
 
     def grade(self, run_id: str, cases: list[dict[str, Any]]) -> None:
         """Run the agent on every case, `--jobs` at a time, sending results as they come."""
-        sender = Sender(self.client, self.runs(f"{run_id}/results"))
+        sender = Sender(lambda batch: self.client.send_results(self.agent, run_id, batch))
         kind = JsonlAgent if self.args.protocol == "jsonl" else ExecAgent
         agents = [kind(self.command, self.args.timeout) for _ in range(self.args.jobs)]
         free = list(agents)
@@ -201,26 +209,24 @@ class TestRun:
                     f"the judge still owes {pending} answers after {self.args.wait:g} s"
                 )
             time.sleep(2)
-            run = self.client.call("GET", self.runs(run["id"]))
+            run = self.client.test_run(self.agent, run["id"])
         return run
 
     def compare(self, run: dict[str, Any]) -> dict[str, Any] | None:
         baseline = run.get("baseline")
         if not baseline:
             return None
-        path = self.runs(f"{run['id']}/compare/{baseline}")
-        first = self.client.call("GET", f"{path}?limit=1")
-        regressed = list(self.client.pages(path, change="regressed", limit=100))
-        fixed = list(self.client.pages(path, change="fixed", limit=100))
+        pairs = self.client.compare(self.agent, run["id"], baseline, change="regressed")
+        regressed = list(pairs)
         for row in regressed:
-            result = self.client.call("GET", self.runs(f"{run['id']}/results/{row['caseId']}"))
-            row["why"] = why(result)
+            row["why"] = why(self.client.result(self.agent, run["id"], row["caseId"]))
+        fixed = self.client.compare(self.agent, run["id"], baseline, change="fixed")
         return {
             "baseline": baseline,
-            "counts": first["counts"],
-            "pValue": first["pValue"],
+            "counts": pairs.first["counts"],  # every change counted, whatever the filter
+            "pValue": pairs.first["pValue"],
             "regressions": regressed,
-            "fixes": fixed,
+            "fixes": list(fixed),
         }
 
     def gate(self, run: dict[str, Any], compared: dict[str, Any] | None) -> tuple[str, int]:
@@ -243,8 +249,8 @@ class Sender:
     """Results sent in batches: each batch with its own Idempotency-Key (so a retry never
     doubles it); a result the server refuses as bad input is sent again as that case's error."""
 
-    def __init__(self, client: Client, path: str) -> None:
-        self.client, self.path = client, path
+    def __init__(self, send: Callable[[list[dict[str, Any]]], Any]) -> None:
+        self.send = send
         self.waiting: list[dict[str, Any]] = []
         self.last = time.monotonic()
 
@@ -263,8 +269,8 @@ class Sender:
 
     def _send(self, batch: list[dict[str, Any]]) -> None:
         try:
-            self.client.write(self.path, {"results": batch})
-        except Refused as exc:
+            self.send(batch)
+        except ApiError as exc:
             if exc.code != "bad-input":
                 raise
             refused = _refused_entries(exc.details.get("fields", {}), len(batch))
