@@ -163,15 +163,22 @@ def _checked(given: dict[str, Any], allowed: type) -> dict[str, Any]:
 
 
 def _json_lines(resp: httpx.Response) -> Iterator[dict[str, Any]]:
-    with resp:
-        for line in resp.iter_lines():
-            if line:
-                yield json.loads(line)
+    for line in _lines(resp):
+        yield json.loads(line)
+
+
+def _lines(resp: httpx.Response) -> Iterator[str]:
+    try:
+        yield from filter(None, resp.iter_lines())
+    finally:
+        resp.close()
 
 
 def _chunks(resp: httpx.Response) -> Iterator[bytes]:
-    with resp:
+    try:
         yield from resp.iter_bytes()
+    finally:
+        resp.close()
 
 
 # ---------------------------------------------------------------- paged lists
