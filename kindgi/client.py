@@ -104,6 +104,13 @@ class CaseFilters(TypedDict, total=False):
     page_size: int  # rows a request, 1..100 (the API's `limit`)
 
 
+class ExportOptions(TypedDict, total=False):
+    """What an export may narrow or widen."""
+
+    include: Literal["retired"]  # retired cases too
+    version: str  # a frozen version's cases (`v3`), by id, instead of the live set
+
+
 class RunFilters(TypedDict, total=False):
     """The runs list's filters, all combined (docs/design.md §4.2)."""
 
@@ -259,27 +266,28 @@ class Client:
         module describes; every try of a write carries the same Idempotency-Key."""
         headers = {"Idempotency-Key": str(uuid.uuid4())} if method in WRITES else {}
         request = self.http.build_request(method, path, params=params, json=body, headers=headers)
-        for attempt in range(self.retries + 1):
-            last = attempt == self.retries
+        attempt = 0
+        while True:
             try:
                 resp = self.http.send(request, stream=stream)
             except RETRIED_FAULTS:
-                if last:
+                if attempt == self.retries:
                     raise
-                time.sleep(self._wait(attempt, None))
-                continue
-            if resp.status_code < 400:
-                return resp
-            resp.read()
-            resp.close()
-            error = ApiError.of(resp)
-            retried = resp.status_code in RETRIED_STATUSES or (
-                resp.status_code == 409 and error.code in RETRIED_CODES
-            )
-            if last or not retried:
-                raise error
-            time.sleep(self._wait(attempt, resp.headers.get("Retry-After")))
-        raise AssertionError("unreachable: the last try returns or raises")
+                wait = self._wait(attempt, None)
+            else:
+                if resp.status_code < 400:
+                    return resp
+                resp.read()
+                resp.close()
+                error = ApiError.of(resp)
+                retried = resp.status_code in RETRIED_STATUSES or (
+                    resp.status_code == 409 and error.code in RETRIED_CODES
+                )
+                if attempt == self.retries or not retried:
+                    raise error
+                wait = self._wait(attempt, resp.headers.get("Retry-After"))
+            time.sleep(wait)
+            attempt += 1
 
     def _wait(self, attempt: int, retry_after: str | None) -> float:
         """Seconds before the next try: `Retry-After` when the answer says (whole seconds),
@@ -339,9 +347,8 @@ class Client:
         order. Ids it lacks are `404 case-not-found`, retired ones `409 case-retired`, each
         naming them in `details["caseIds"]`."""
         body = {"projectId": project_id, "caseIds": list(case_ids), "reason": reason}
-        return self._json("POST", self._agent(agent, "test-set", "cases", "retire"), body=body)[
-            "data"
-        ]
+        path = self._agent(agent, "test-set", "cases", "retire")
+        return self._json("POST", path, body=body)["data"]
 
     def restore_cases(
         self, agent: str, project_id: str, case_ids: Iterable[str]
@@ -349,38 +356,30 @@ class Client:
         """Restore 1..500 retired cases at once, all or none, as `retire_cases` (active ones
         are `409 case-active`)."""
         body = {"projectId": project_id, "caseIds": list(case_ids)}
-        return self._json("POST", self._agent(agent, "test-set", "cases", "restore"), body=body)[
-            "data"
-        ]
+        path = self._agent(agent, "test-set", "cases", "restore")
+        return self._json("POST", path, body=body)["data"]
 
     def export(
-        self,
-        agent: str,
-        project_id: str,
-        *,
-        include: Literal["retired"] | None = None,
-        version: str | None = None,
+        self, agent: str, project_id: str, **options: Unpack[ExportOptions]
     ) -> Iterator[dict[str, Any]]:
         """The whole test set, streamed: each case as listed plus its run's `input`, `output`
-        and `calls`. `include="retired"` adds the retired cases; `version` (`v3`) reads a
-        frozen version's cases instead, by id."""
-        params = _query(project_id=project_id, format="jsonl", include=include, version=version)
-        path = self._agent(agent, "test-set", "export")
-        return _json_lines(self._send("GET", path, params=params, stream=True))
+        and `calls`; `options` are `ExportOptions` (the retired cases too, or a version's)."""
+        return _json_lines(self._export(agent, project_id, "jsonl", options))
 
     def export_csv(
-        self,
-        agent: str,
-        project_id: str,
-        *,
-        include: Literal["retired"] | None = None,
-        version: str | None = None,
+        self, agent: str, project_id: str, **options: Unpack[ExportOptions]
     ) -> Iterator[bytes]:
         """The same export as CSV, as chunks of bytes to write to a file (docs/deploy.md lists
         the columns)."""
-        params = _query(project_id=project_id, format="csv", include=include, version=version)
+        return _chunks(self._export(agent, project_id, "csv", options))
+
+    def _export(
+        self, agent: str, project_id: str, form: str, options: ExportOptions
+    ) -> httpx.Response:
+        """The export's answer, its status checked and its body still to read."""
+        params = _query(project_id=project_id, format=form, **_checked(options, ExportOptions))
         path = self._agent(agent, "test-set", "export")
-        return _chunks(self._send("GET", path, params=params, stream=True))
+        return self._send("GET", path, params=params, stream=True)
 
     def versions(self, agent: str, project_id: str, *, page_size: int | None = None) -> Rows:
         """The test set's frozen versions, newest first: `{version, testSetId, frozenAt,

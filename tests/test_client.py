@@ -186,6 +186,8 @@ def test_a_test_run_from_start_to_its_junit_report_and_a_comparison(kg):
     assert next(kg.versions(AGENT, P1))["version"] == first["version"]
     cases = list(kg.cases_to_answer(AGENT, first["id"], page_size=1))
     assert len(cases) == first["cases"]["total"] >= 2
+    frozen = {c["id"] for c in kg.export(AGENT, P1, version=first["version"])}
+    assert frozen == {c["caseId"] for c in cases}
     sent = kg.send_results(AGENT, first["id"], [answer(cases[0])])
     assert (sent["accepted"], sent["duplicates"]) == (1, 0)
     left = [c["caseId"] for c in kg.cases_to_answer(AGENT, first["id"])]

@@ -27,7 +27,8 @@ from .summary import lines, markdown, why
 
 BATCH = 100  # results a request, well under the server's 500
 EXIT_MET, EXIT_FAILED, EXIT_CANNOT = 0, 1, 2
-# A server restarting, or a database busy for a while, is ridden out: some 2 minutes of retries
+# A server restarting, or a database busy for a while, is ridden out: 20 retries, each wait at
+# most 10 s (under three minutes for a server that is down)
 RETRIES, MAX_WAIT = 20, 10.0
 
 
