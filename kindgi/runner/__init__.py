@@ -81,59 +81,32 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_CANNOT
 
 
-class TestRun:
-    """One invocation of `kindgi test-run`."""
+class Grader:
+    """What `kindgi test-run` and the pytest plugin share, with the same options (`args`):
+    opening or resuming a run, and once its results are in, finishing it, waiting for the judge,
+    comparing it with its baseline and checking the gate."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-        command = list(args.agent_command)
-        if command[:1] == ["--"]:
-            command = command[1:]
-        if not command:
-            raise CannotRun("give the agent's command after --, e.g. -- python agent.py")
-        if shutil.which(command[0]) is None:
-            raise CannotRun(f"the agent's command can't be started: {command[0]}: not found")
-        if args.jobs < 1 or args.timeout <= 0 or args.wait < 0:
-            raise CannotRun("--jobs, --timeout and --wait take positive numbers")
+    def __init__(self, args: argparse.Namespace, token: str) -> None:
+        if args.wait < 0:
+            raise CannotRun("--wait takes a positive number")
         if args.max_regressions is not None and not (args.baseline or args.resume):
             raise CannotRun("--max-regressions needs --baseline: nothing to regress against")
         if args.only and not args.rerun:
             raise CannotRun("--only goes with --rerun")
-        token = os.environ.get("KINDGI_TOKEN", "")
         if not token:
             raise CannotRun("set KINDGI_TOKEN to an API token (kgi_…)")
-        self.command, self.agent = command, args.agent
+        self.args, self.agent = args, args.agent
         self.client = Client(args.url, token, retries=RETRIES, max_wait=MAX_WAIT)
-        self.stop = threading.Event()
-        self.progress = Progress(sys.stderr)
 
-    # ---------------------------------------------------------------- the whole run
-
-    def run(self) -> int:
-        previous = signal.signal(signal.SIGINT, lambda *_: self.stop.set())
-        try:
-            run = self.open_run()
-            print(
-                f"kindgi: test run {run['id']} (resume with --resume {run['id']})", file=sys.stderr
-            )
-            awaiting = list(self.client.cases_to_answer(self.agent, run["id"], page_size=500))
-            self.grade(run["id"], awaiting)
-            if self.stop.is_set():
-                raise CannotRun(f"interrupted: resume with --resume {run['id']}")
-            run = self.client.test_run(self.agent, run["id"])
-            if run["status"] == "open":
-                run = self.client.finish_test_run(self.agent, run["id"])
-            run = self.wait_for_judge(run)
-        finally:
-            signal.signal(signal.SIGINT, previous)
+    def conclude(self, run_id: str) -> tuple[dict[str, Any], dict[str, Any] | None, str, int]:
+        """The run once its results are in: finished, judged, compared; the verdict and the
+        exit code."""
+        run = self.client.test_run(self.agent, run_id)
+        if run["status"] == "open":
+            run = self.client.finish_test_run(self.agent, run["id"])
+        run = self.wait_for_judge(run)
         compared = self.compare(run)
-        verdict, code = self.gate(run, compared)
-        if self.args.junit:
-            self.args.junit.write_bytes(self.client.junit_report(self.agent, run["id"]))
-        if self.args.summary:
-            self.args.summary.write_text(markdown(run, compared, verdict))
-        print("\n".join(lines(run, compared, verdict)))
-        return code
+        return (run, compared, *self.gate(run, compared))
 
     def open_run(self) -> dict[str, Any]:
         if self.args.resume:
@@ -164,40 +137,6 @@ class TestRun:
         if self.args.max_regressions is not None:
             raise CannotRun("--baseline latest: the test set has no done run to compare with")
         return None
-
-    # ---------------------------------------------------------------- running the agent
-
-    def grade(self, run_id: str, cases: list[dict[str, Any]]) -> None:
-        """Run the agent on every case, `--jobs` at a time, sending results as they come."""
-        sender = Sender(lambda batch: self.client.send_results(self.agent, run_id, batch))
-        kind = JsonlAgent if self.args.protocol == "jsonl" else ExecAgent
-        agents = [kind(self.command, self.args.timeout) for _ in range(self.args.jobs)]
-        free = list(agents)
-        todo = iter(cases)
-        self.progress.start(len(cases))
-        with ThreadPoolExecutor(self.args.jobs) as pool:
-            running: dict[Future[dict[str, Any]], Any] = {}
-            while True:
-                while free and not self.stop.is_set():
-                    case = next(todo, None)
-                    if case is None:
-                        break
-                    agent = free.pop()
-                    running[pool.submit(agent.answer, case)] = agent
-                if not running:
-                    break
-                done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
-                for future in done:
-                    free.append(running.pop(future))
-                    if self.stop.is_set():
-                        continue  # a case cut short by the interruption is run again on resume
-                    sender.add(future.result())
-                    self.progress.step()
-                sender.send_due()
-        for agent in agents:
-            agent.close()
-        sender.flush()
-        self.progress.end()
 
     # ---------------------------------------------------------------- after the results
 
@@ -244,6 +183,78 @@ class TestRun:
         if failed:
             return "gate failed: " + "; ".join(failed), EXIT_FAILED
         return "gate met", EXIT_MET
+
+
+class TestRun(Grader):
+    """One invocation of `kindgi test-run`."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        command = list(args.agent_command)
+        if command[:1] == ["--"]:
+            command = command[1:]
+        if not command:
+            raise CannotRun("give the agent's command after --, e.g. -- python agent.py")
+        if shutil.which(command[0]) is None:
+            raise CannotRun(f"the agent's command can't be started: {command[0]}: not found")
+        if args.jobs < 1 or args.timeout <= 0:
+            raise CannotRun("--jobs and --timeout take positive numbers")
+        super().__init__(args, os.environ.get("KINDGI_TOKEN", ""))
+        self.command = command
+        self.stop = threading.Event()
+        self.progress = Progress(sys.stderr)
+
+    def run(self) -> int:
+        previous = signal.signal(signal.SIGINT, lambda *_: self.stop.set())
+        try:
+            run = self.open_run()
+            print(
+                f"kindgi: test run {run['id']} (resume with --resume {run['id']})", file=sys.stderr
+            )
+            awaiting = list(self.client.cases_to_answer(self.agent, run["id"], page_size=500))
+            self.grade(run["id"], awaiting)
+            if self.stop.is_set():
+                raise CannotRun(f"interrupted: resume with --resume {run['id']}")
+            run, compared, verdict, code = self.conclude(run["id"])
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        if self.args.junit:
+            self.args.junit.write_bytes(self.client.junit_report(self.agent, run["id"]))
+        if self.args.summary:
+            self.args.summary.write_text(markdown(run, compared, verdict))
+        print("\n".join(lines(run, compared, verdict)))
+        return code
+
+    def grade(self, run_id: str, cases: list[dict[str, Any]]) -> None:
+        """Run the agent on every case, `--jobs` at a time, sending results as they come."""
+        sender = Sender(lambda batch: self.client.send_results(self.agent, run_id, batch))
+        kind = JsonlAgent if self.args.protocol == "jsonl" else ExecAgent
+        agents = [kind(self.command, self.args.timeout) for _ in range(self.args.jobs)]
+        free = list(agents)
+        todo = iter(cases)
+        self.progress.start(len(cases))
+        with ThreadPoolExecutor(self.args.jobs) as pool:
+            running: dict[Future[dict[str, Any]], Any] = {}
+            while True:
+                while free and not self.stop.is_set():
+                    case = next(todo, None)
+                    if case is None:
+                        break
+                    agent = free.pop()
+                    running[pool.submit(agent.answer, case)] = agent
+                if not running:
+                    break
+                done, _ = wait(running, timeout=0.5, return_when=FIRST_COMPLETED)
+                for future in done:
+                    free.append(running.pop(future))
+                    if self.stop.is_set():
+                        continue  # a case cut short by the interruption is run again on resume
+                    sender.add(future.result())
+                    self.progress.step()
+                sender.send_due()
+        for agent in agents:
+            agent.close()
+        sender.flush()
+        self.progress.end()
 
 
 class Sender:
