@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 from conftest import AGENT, P1, app_on
-from live import front, gunicorn
+from live import ROOT, front, gunicorn
 
 from kindgi import Client
 
@@ -119,6 +119,21 @@ def test_a_refused_token_is_one_line_and_exit_4(pytester, monkeypatch, served):
     (line,) = [line for line in result.stderr.lines if line.strip()]
     assert line.startswith("ERROR: kindgi: the server refused the token (KINDGI_TOKEN): 401")
     assert latest(base)["id"] == before  # nothing was opened
+
+
+def test_the_runnable_example_grades_the_example_agent(pytester, monkeypatch, served):
+    base, _ = served
+    for name in ("test_agent.py", "agent.py"):
+        pytester.path.joinpath(name).write_text((ROOT / "docs/examples" / name).read_text())
+    monkeypatch.setenv("KINDGI_URL", base)
+    monkeypatch.setenv("KINDGI_TOKEN", "kgi_admin")
+    monkeypatch.setenv("KINDGI_AGENT", AGENT)
+    result = pytester.runpytest_subprocess(
+        "-p", "kindgi.pytest_plugin", "-p", "no:randomly", "test_agent.py",
+        "--kindgi-project", P1, "--kindgi-candidate", "3.0.0",
+    )  # fmt: skip
+    result.assert_outcomes(passed=2, failed=1, skipped=1)  # case-2 wants k1; A is ungraded
+    assert latest(base)["candidate"] == "3.0.0"
 
 
 def test_without_an_agent_the_plugin_is_inert(pytester):
