@@ -10,11 +10,14 @@ k1 right: the suite ranks k0, a fail), and two hand cases on run-1 added here: B
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 import pytest
 from conftest import AGENT, P1, app_on
+from fake_judge import fake_judge
 from live import ROOT, front, gunicorn
+from test_judging import verdicts, worker
 
 from kindgi import Client
 
@@ -134,6 +137,48 @@ def test_the_runnable_example_grades_the_example_agent(pytester, monkeypatch, se
     )  # fmt: skip
     result.assert_outcomes(passed=2, failed=1, skipped=1)  # case-2 wants k1; A is ungraded
     assert latest(base)["candidate"] == "3.0.0"
+
+
+JUDGED = """
+def test_the_agent(kindgi_case):
+    said = "See clause 9." if kindgi_case.id == "{right}" else "Use clause 7."
+    calls = [{{"tool": "lookup", "args": {{}}}}]
+    kindgi_case.answer({{"answer": said}}, calls=calls, ranked=["k1"])
+"""
+
+
+def test_an_answer_waits_for_the_judge_inside_answer(pytester, monkeypatch, databases, tmp_path):
+    """With a judge (the stand-in passes what cites clause 9) and a worker: RIGHT cites it and
+    passes, WRONG does not and fails with the judge's reason; the decisions and items pass."""
+    with fake_judge(verdicts) as judge:
+        config = {"JUDGE_URL": judge.url, "JUDGE_MODEL": "judge-1", "JUDGE_TIMEOUT": 2,
+                  "JUDGE_TRIES": 1, "QUEUE_NAME": f"test-{uuid.uuid4().hex[:12]}"}  # fmt: skip
+        env = {f"KINDGI_{k}": str(v) for k, v in config.items()}
+        with (
+            app_on(databases, databases.clone(), **config) as app,
+            gunicorn(app.config["SQLALCHEMY_DATABASE_URI"], tmp_path / "g.log", 2, **env) as base,
+            Client(base, "kgi_admin") as kg,
+            worker(app, tmp_path),
+        ):
+            right = kg.add_case(AGENT, {"runId": "run-1", "answer": "right"})["id"]
+            wrong = {"runId": "run-1", "answer": "wrong", "shouldSay": "Cite clause 9."}
+            wrong_id = kg.add_case(AGENT, wrong)["id"]
+            pytester.makepyfile(test_agent=JUDGED.format(right=right))
+            monkeypatch.setenv("KINDGI_URL", base)
+            monkeypatch.setenv("KINDGI_TOKEN", "kgi_admin")
+            result = pytester.runpytest_subprocess(
+                "-p", "kindgi.pytest_plugin", "-p", "no:randomly", "--kindgi-agent", AGENT,
+                "--kindgi-project", P1, "--kindgi-candidate", "2.0.0", "--kindgi-wait", "60",
+            )  # fmt: skip
+            result.assert_outcomes(passed=3, failed=1)
+            out = result.stdout.str()
+            assert f"FAILED test_agent.py::test_the_agent[{wrong_id}]" in out
+            assert "checked clause 9" in out  # the judge's reason, as the assertion message
+            run = next(kg.test_runs(AGENT, P1))
+            assert run["status"] == "done" and (run["cases"]["pass"], run["cases"]["fail"]) == (
+                3,
+                1,
+            )
 
 
 def test_without_an_agent_the_plugin_is_inert(pytester):
