@@ -25,11 +25,13 @@ from .runner.summary import lines, why
 
 PLUGIN = "kindgi-session"
 POLL_SECONDS = 0.5  # between two reads of a result the judge still owes
+# The options `kindgi test-run` reads as they are given
+AS_GIVEN = ("weighting", "baseline", "label", "resume", "max_regressions", "min_pass_rate", "wait")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("kindgi", "grade a candidate agent version against a Kindgi test set")
-    group.addoption("--kindgi-agent", help="the agent's id (or KINDGI_AGENT); names it: on")
+    group.addoption("--kindgi-agent", help="the agent's id (or KINDGI_AGENT); off without")
     group.addoption("--kindgi-project", help="the project's id, a UUID (or KINDGI_PROJECT)")
     group.addoption("--kindgi-candidate", help="the version under test (or KINDGI_CANDIDATE)")
     group.addoption("--kindgi-weighting", choices=("all", "experts-only"), default="all")
@@ -53,12 +55,7 @@ def _args(config: pytest.Config) -> argparse.Namespace | None:
         candidate=config.getoption("kindgi_candidate") or os.environ.get("KINDGI_CANDIDATE"),
         rerun=None,
         only=None,
-        **{
-            name: config.getoption(f"kindgi_{name}")
-            for name in ("weighting", "baseline", "label", "resume", "max_regressions")
-        },
-        min_pass_rate=config.getoption("kindgi_min_pass_rate"),
-        wait=config.getoption("kindgi_wait"),
+        **{name: config.getoption(f"kindgi_{name}") for name in AS_GIVEN},
     )
     missing = [
         name
