@@ -21,6 +21,7 @@ import pytest
 
 from .client import ApiError
 from .runner import CannotRun, Grader
+from .runner.agents import sendable
 from .runner.summary import lines, why
 
 PLUGIN = "kindgi-session"
@@ -203,7 +204,7 @@ class Case:
         if ranked is not None:
             result["ranked"] = ranked
         self.answered = True
-        graded = self.session.graded(result)
+        graded = self.session.graded(sendable(result))
         if graded["outcome"] in ("fail", "error"):
             raise AssertionError(why(graded))
         if graded["outcome"] != "pass":

@@ -175,3 +175,27 @@ def test_a_bad_token_or_a_missing_command_is_exit_2_with_one_line(server, token,
     assert code == 2
     assert err.strip().count("\n") == 0 and said in err, err
     assert runs(base) == []  # nothing was opened
+
+
+# An agent whose answer nests 150 arrays deep for the lease question, 5,000 for the others
+DEEP_AGENT = [sys.executable, "-c", (
+    "import json, sys\n"
+    "case = json.load(sys.stdin)\n"
+    "n = 150 if 'lease' in json.dumps(case) else 5000\n"
+    "print('{\"output\": ' + '[' * n + ']' * n + ', \"calls\": []}')\n"
+)]  # fmt: skip
+
+
+def test_an_answer_nested_past_the_apis_limit_is_its_case_error_not_the_runs_end(server):
+    """The API refuses a body nested more than 100 deep (docs/errors.md), which would have
+    refused the whole batch: the command makes such an answer its case's error, and one too
+    deep for Python's parser too, and runs on."""
+    base, ids = server
+    code, _, err = finished(kindgi(base, "--candidate", "2.0.0", agent=DEEP_AGENT))
+    assert code == 0, err
+    (run,) = runs(base)
+    assert run["status"] == "done" and run["cases"]["error"] == run["cases"]["total"] == 4
+    got = results(base, run["id"])
+    for case_id in (ids["W"], ids["I"], "cor-1"):
+        assert "past the API's limit (100 in a body" in got[case_id]["reason"]
+    assert got["case-2"]["reason"] == "the answer nests arrays and objects too deep to read"
