@@ -11,6 +11,7 @@ k1 right: the suite ranks k0, a fail), and two hand cases on run-1 added here: B
 from __future__ import annotations
 
 import uuid
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 
 import pytest
@@ -68,9 +69,12 @@ def latest(base: str) -> dict:
 
 def test_each_case_is_a_test_whose_outcome_is_its_grade(pytester, monkeypatch, served):
     base, ids = served
-    result = run_suite(pytester, monkeypatch, base, ids, "--kindgi-candidate", "2.0.0", "-rA")
+    result = run_suite(pytester, monkeypatch, base, ids, "--kindgi-candidate", "2.0.0", "-rA",
+                       "--junitxml", "report.xml")  # fmt: skip
     result.assert_outcomes(passed=1, failed=2, skipped=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # no gate: pytest's own status
+    suite = ET.parse(pytester.path / "report.xml").getroot().find("testsuite")
+    assert [suite.get(k) for k in ("tests", "failures", "skipped")] == ["4", "2", "1"]
     out = result.stdout.str()
     assert "PASSED test_agent.py::test_the_agent[cor-1]" in out
     assert "FAILED test_agent.py::test_the_agent[case-2] - AssertionError: items fail" in out
