@@ -23,6 +23,7 @@ Choices the design leaves open, made here:
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import deque
@@ -493,3 +494,21 @@ def compare_change(outcome: str | None, baseline_outcome: str | None) -> str:
         ("fail", "fail"): "still-failing",
         ("pass", "pass"): "still-passing",
     }[baseline_outcome, outcome]
+
+
+def explain(parts: dict[str, Any] | None) -> str:
+    """Why a case did not pass, part by part, in one line."""
+    said = []
+    for part, found in (parts or {}).items():
+        if found.get("outcome") == "pass":
+            continue
+        words = [f"{part} {found.get('outcome')}"]
+        if found.get("reason"):
+            words.append(str(found["reason"]))
+        for name in ("missing", "extra", "forbidden", "unjudged"):
+            if found.get(name):
+                words.append(f"{name} {json.dumps(found[name], ensure_ascii=False)}")
+        if found.get("score") is not None:
+            words.append(f"score {found['score']:.3f} of ideal {found['ideal']:.3f}")
+        said.append(": ".join(words[:1]) + (" — " + "; ".join(words[1:]) if words[1:] else ""))
+    return " | ".join(said)

@@ -52,7 +52,7 @@ def register_filters(app: Flask) -> None:
     app.add_template_filter(_as_json, "as_json")
     app.add_template_filter(views.when, "when")
     app.add_template_filter(views.actor, "actor")
-    app.add_template_filter(views.case_row, "case_row")
+    app.add_template_filter(views.case_rows, "case_rows")
     app.add_template_filter(views.one_line, "one_line")
     app.add_template_filter(views.tools_line, "tools_line")
 

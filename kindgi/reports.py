@@ -1,11 +1,10 @@
-"""What the app writes out as files: a test run as a JUnit XML report (for CI test tabs), each
-outcome said in one line, and a test set exported as JSON lines or CSV."""
+"""What the app writes out as files: a test run as a JUnit XML report (for CI test tabs), and a
+test set exported as JSON lines or CSV."""
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -13,6 +12,7 @@ from xml.sax.saxutils import quoteattr
 
 import orjson
 
+from .grading import explain
 from .schemas.cases import case_json
 
 SKIPPED = ("ungraded", "pending", "awaiting")
@@ -23,24 +23,6 @@ NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 def _attr(text: str) -> str:
     """`text` as a quoted XML attribute, what XML can't carry shown as U+FFFD."""
     return quoteattr(NOT_XML.sub("\ufffd", text))
-
-
-def explain(parts: dict[str, Any] | None) -> str:
-    """Why a case did not pass, part by part, in one line."""
-    said = []
-    for part, found in (parts or {}).items():
-        if found.get("outcome") == "pass":
-            continue
-        words = [f"{part} {found.get('outcome')}"]
-        if found.get("reason"):
-            words.append(str(found["reason"]))
-        for name in ("missing", "extra", "forbidden", "unjudged"):
-            if found.get(name):
-                words.append(f"{name} {json.dumps(found[name], ensure_ascii=False)}")
-        if found.get("score") is not None:
-            words.append(f"score {found['score']:.3f} of ideal {found['ideal']:.3f}")
-        said.append(": ".join(words[:1]) + (" — " + "; ".join(words[1:]) if words[1:] else ""))
-    return " | ".join(said)
 
 
 def junit(view: Any, rows: Iterable[tuple[str, str, str | None, Any]]) -> Iterator[str]:

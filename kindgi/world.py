@@ -45,7 +45,7 @@ from .schemas.common import load as load_body
 from .schemas.corrections import CorrectionBody
 from .schemas.test_runs import ResultsBody, StartTestRunBody
 from .service import runs, search
-from .service.common import analyze
+from .service.common import analyze, bulk
 
 BATCH = 20_000
 
@@ -80,13 +80,15 @@ def _need(entry: dict[str, Any], where: str, *names: str) -> None:
 
 
 def _bulk(model: type, rows: Iterable[dict[str, Any]]) -> int:
-    """Insert rows in batches straight through the driver: executemany on SQLite, COPY on
+    """Insert rows in batches straight through the driver: executemany on SQLite, one COPY on
     PostgreSQL.
 
     Each value is converted as SQLAlchemy would convert it (its type's bind processor), but JSON
     is serialised here once per object, since the demo shares a few hundred body objects among
     a million cases. SQLAlchemy's per-row parameter handling was most of a big load's time.
-    A batch is built before it is written, so making rows may still query the database.
+    On PostgreSQL the rows of all batches go through one COPY, so the server stores a batch
+    while the next is made (a COPY a batch made each wait for the other: half a million-case
+    load's time): once the first batch is made, making rows must not query the database.
     """
     table = model.__table__
     conn = db.session.connection()
@@ -97,10 +99,9 @@ def _bulk(model: type, rows: Iterable[dict[str, Any]]) -> int:
         for i, column in enumerate(table.columns)
         if (convert := _converter(column.type, dialect)) is not None
     ]
-    write = _copy if dialect.name == "postgresql" else _executemany
-    count = 0
-    pending = iter(rows)
-    with _foreign_keys_checked_after(conn, table):
+
+    def batches() -> Iterator[list[list[Any]]]:
+        pending = iter(rows)
         while batch := list(itertools.islice(pending, BATCH)):
             tuples = []
             for row in batch:
@@ -108,8 +109,11 @@ def _bulk(model: type, rows: Iterable[dict[str, Any]]) -> int:
                 for i, convert in converters:
                     out[i] = convert(out[i])
                 tuples.append(out)
-            write(conn, table, tuples)
-            count += len(tuples)
+            yield tuples
+
+    write = _copy if dialect.name == "postgresql" else _executemany
+    with _foreign_keys_checked_after(conn, table):
+        count = write(conn, table, batches())
     analyze(table, count)  # the planner's statistics (a search's word frequencies among them)
     return count
 
@@ -164,24 +168,36 @@ def _json_text(none: str | None) -> Callable[[Any], Any]:
     return convert
 
 
-def _executemany(conn: Any, table: Any, rows: list[list[Any]]) -> None:
+def _executemany(conn: Any, table: Any, batches: Iterator[list[list[Any]]]) -> int:
     names = ", ".join(conn.dialect.identifier_preparer.quote(c.name) for c in table.columns)
     marks = ", ".join("?" for _ in table.columns)
+    count = 0
     cursor = conn.connection.driver_connection.cursor()
     try:
-        cursor.executemany(f"INSERT INTO {table.name} ({names}) VALUES ({marks})", rows)
+        for rows in batches:
+            cursor.executemany(f"INSERT INTO {table.name} ({names}) VALUES ({marks})", rows)
+            count += len(rows)
     finally:
         cursor.close()
+    return count
 
 
-def _copy(conn: Any, table: Any, rows: list[list[Any]]) -> None:
+def _copy(conn: Any, table: Any, batches: Iterator[list[list[Any]]]) -> int:
+    """The batches through one COPY, opened once the first is made (making it may query)."""
+    first = next(batches, None)
+    if first is None:
+        return 0
     names = ", ".join(conn.dialect.identifier_preparer.quote(c.name) for c in table.columns)
+    count = 0
     with (
         conn.connection.driver_connection.cursor() as cursor,
         cursor.copy(f"COPY {table.name} ({names}) FROM STDIN") as copy,
     ):
-        for row in rows:
-            copy.write_row(row)
+        for rows in itertools.chain([first], batches):
+            for row in rows:
+                copy.write_row(row)
+            count += len(rows)
+    return count
 
 
 class _Loader:
@@ -256,15 +272,24 @@ class _Loader:
         return found[0]
 
     def run(self, run_id: Any, where: str) -> dict[str, Any]:
-        run = self.runs.get(run_id)
+        """A run of this world, or a stored one it names (`find_stored_runs`)."""
+        run = self.runs.get(run_id) if isinstance(run_id, str) else None
         if run is None:
-            stored = db.session.get(Run, run_id) if isinstance(run_id, str) else None
-            if stored is None:
-                raise WorldError(f"{where}: unknown run {run_id!r}")
-            run = {c.name: getattr(stored, c.name) for c in Run.__table__.columns}
-            run["_stored"] = True
-            self.runs[run_id] = run
+            raise WorldError(f"{where}: unknown run {run_id!r}")
         return run
+
+    def find_stored_runs(self) -> None:
+        """The stored runs this world's entries name, read before any is written: rows are
+        made while a COPY is open (`_bulk`), when no query can run."""
+        own = {r.get("id") for _, r in self.entries("runs")}
+        named = {r.get("replayOf") for _, r in self.entries("runs")} | self.cased
+        wanted = sorted(i for i in named - own if isinstance(i, str))
+        for first in range(0, len(wanted), 500):
+            for stored in db.session.scalars(
+                select(Run).where(Run.id.in_(wanted[first : first + 500]))
+            ):
+                run = {c.name: getattr(stored, c.name) for c in Run.__table__.columns}
+                self.runs[stored.id] = {**run, "_stored": True}
 
     def expect(self, entry: dict[str, Any], where: str) -> dict[str, Any]:
         """What the case expects, its body checked by the schema once per body object.
@@ -309,6 +334,7 @@ class _Loader:
 
     def load(self) -> dict[str, int]:
         counts: dict[str, int] = {}
+        bulk()  # a table's rows are one COPY: a bulk statement's timeout, not a request's
         for where, t in self.entries("tenants"):
             _need(t, where, "id")
             db.session.add(Tenant(id=t["id"], name=t.get("name") or t["id"]))
@@ -410,9 +436,11 @@ class _Loader:
         self.cased = {
             entry.get("run") for name in ("corrections", "cases") for _, entry in self.entries(name)
         }
+        self.find_stored_runs()
         with search.indexed_after(search.RUNS):
             counts["runs"] = _bulk(Run, self._runs())
-        _bulk(RunTool, (row for run in self.runs.values() for row in runs.tool_rows(run)))
+        tools = (runs.tool_rows(r) for r in self.runs.values() if not r.get("_stored"))
+        _bulk(RunTool, itertools.chain.from_iterable(tools))
         with search.indexed_after():
             # stored in the order they were added (where each list is in that order), as cases
             # added one by one are: a search on SQLite reads fewer of its matches so

@@ -25,8 +25,9 @@ from kindgi import create_app, world
 from kindgi.database import db
 from kindgi.service import common, search
 
-# The live server, Chromium and the sign-in of the browser tests, for every file that drives pages.
-pytest_plugins = ("browsing",)
+# The live server, Chromium and the sign-in of the browser tests, for every file that drives pages;
+# pytest's own pytester, which runs the Kindgi plugin in a pytest of its own.
+pytest_plugins = ("browsing", "pytester")
 
 HERE = Path(__file__).parent
 WORLD = json.loads((HERE / "world.json").read_text())

@@ -1,8 +1,10 @@
 """Live servers for tests that need real processes (and for bench/soak.py): gunicorn masters on
-the test's database; and for the browser tests, a threaded server on a copy of the test world."""
+the test's database; for the browser tests, a threaded server on a copy of the test world; and a
+front that answers a server's clients with faults before it lets their requests through."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -11,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +122,73 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
+
+
+# A fault: when it strikes ("before" the server sees the request, "after" it answered: the answer
+# lost), and the error answered instead; or ("drop", 0, "") for a connection closed unanswered
+Fault = tuple[str, int, str]
+PASSED_HEADERS = ("Content-Type", "Retry-After", "Location", "X-Request-Id", "Idempotent-Replayed")
+
+
+class Front:
+    """A real HTTP server in front of `target` (a base URL): each request it gets takes the next
+    of `faults`, and once they are spent it passes requests through. `seen` has every request's
+    method, path and Idempotency-Key, in order."""
+
+    def __init__(self, target: str, faults: list[Fault]) -> None:
+        self.target, self.faults = target, list(faults)
+        self.seen: list[tuple[str, str, str | None]] = []
+        self.lock = threading.Lock()
+        front = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _any(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with front.lock:
+                    front.seen.append((self.command, self.path, self.headers["Idempotency-Key"]))
+                    when, status, code = front.faults.pop(0) if front.faults else ("", 0, "")
+                if when == "drop":
+                    self.close_connection = True
+                    return
+                if when != "before":
+                    headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                    url = front.target + self.path
+                    resp = requests.request(
+                        self.command, url, data=body, headers=headers, timeout=30
+                    )
+                if when:
+                    error = {"code": code, "message": "A faulty front.", "requestId": "front"}
+                    headers = {"Retry-After": "0", "Content-Type": "application/json"}
+                    self._answer(status, headers, json.dumps({"error": error}).encode())
+                else:
+                    kept = {k: resp.headers[k] for k in PASSED_HEADERS if k in resp.headers}
+                    self._answer(resp.status_code, kept, resp.content)
+
+            def _answer(self, status: int, headers: dict[str, str], content: bytes) -> None:
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(content)))
+                self.end_headers()
+                self.wfile.write(content)
+
+            do_GET = do_POST = do_PATCH = do_DELETE = _any
+
+            def log_message(self, *args: object) -> None:
+                """Quiet."""
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+
+@contextmanager
+def front(target: str, faults: list[Fault]) -> Iterator[Front]:
+    """A `Front` to `target` serving while the block runs."""
+    proxy = Front(target, faults)
+    thread = threading.Thread(target=proxy.httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield proxy
+    finally:
+        proxy.httpd.shutdown()
+        proxy.httpd.server_close()

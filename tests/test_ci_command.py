@@ -12,16 +12,14 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import xml.etree.ElementTree as ET
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 import requests
 from conftest import AGENT, P1, ok
-from live import ROOT, gunicorn
+from live import ROOT, front, gunicorn
 
 KINDGI = str(Path(sys.executable).parent / "kindgi")
 AGENT_PY = [sys.executable, str(ROOT / "docs/examples/agent.py")]
@@ -154,51 +152,12 @@ def test_an_interrupted_run_resumes_with_the_cases_it_had_not_sent(server):
     assert (done["cases"]["pass"], done["cases"]["fail"]) == (3, 1)
 
 
-class FlakyProxy(BaseHTTPRequestHandler):
-    """Answers 503 to the first requests, then passes each on to the server."""
-
-    refusals = 0
-    target = ""
-
-    def _any(self) -> None:
-        if FlakyProxy.refusals > 0:
-            FlakyProxy.refusals -= 1
-            self.send_response(503)
-            self.send_header("Retry-After", "0")
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(b'{"error": {"code": "database-busy", "message": "busy"}}')
-            return
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host",)}
-        resp = requests.request(self.command, FlakyProxy.target + self.path, data=body,
-                                headers=headers, timeout=30)  # fmt: skip
-        self.send_response(resp.status_code)
-        for name in ("Content-Type", "Retry-After"):
-            if name in resp.headers:
-                self.send_header(name, resp.headers[name])
-        self.send_header("Content-Length", str(len(resp.content)))
-        self.end_headers()
-        self.wfile.write(resp.content)
-
-    do_GET = do_POST = _any
-
-    def log_message(self, *args: object) -> None:
-        """Quiet."""
-
-
 def test_a_server_answering_503_for_a_while_is_retried(server):
     base, _ = server
-    proxy = ThreadingHTTPServer(("127.0.0.1", 0), FlakyProxy)
-    FlakyProxy.refusals, FlakyProxy.target = 6, base
-    threading.Thread(target=proxy.serve_forever, daemon=True).start()
-    try:
-        front = f"http://127.0.0.1:{proxy.server_address[1]}"
-        code, _, err = finished(kindgi(front, "--candidate", "2.0.0"))
-    finally:
-        proxy.shutdown()
+    with front(base, [("before", 503, "database-busy")] * 6) as proxy:
+        code, _, err = finished(kindgi(proxy.url, "--candidate", "2.0.0"))
     assert code == 0, err
-    assert FlakyProxy.refusals == 0
+    assert not proxy.faults
     (run,) = runs(base)
     assert run["cases"]["awaiting"] == 0 and run["cases"]["pass"] == 3
 
@@ -216,3 +175,27 @@ def test_a_bad_token_or_a_missing_command_is_exit_2_with_one_line(server, token,
     assert code == 2
     assert err.strip().count("\n") == 0 and said in err, err
     assert runs(base) == []  # nothing was opened
+
+
+# An agent whose answer nests 150 arrays deep for the lease question, 5,000 for the others
+DEEP_AGENT = [sys.executable, "-c", (
+    "import json, sys\n"
+    "case = json.load(sys.stdin)\n"
+    "n = 150 if 'lease' in json.dumps(case) else 5000\n"
+    "print('{\"output\": ' + '[' * n + ']' * n + ', \"calls\": []}')\n"
+)]  # fmt: skip
+
+
+def test_an_answer_nested_past_the_apis_limit_is_its_case_error_not_the_runs_end(server):
+    """The API refuses a body nested more than 100 deep (docs/errors.md), which would have
+    refused the whole batch: the command makes such an answer its case's error, and one too
+    deep for Python's parser too, and runs on."""
+    base, ids = server
+    code, _, err = finished(kindgi(base, "--candidate", "2.0.0", agent=DEEP_AGENT))
+    assert code == 0, err
+    (run,) = runs(base)
+    assert run["status"] == "done" and run["cases"]["error"] == run["cases"]["total"] == 4
+    got = results(base, run["id"])
+    for case_id in (ids["W"], ids["I"], "cor-1"):
+        assert "past the API's limit (100 in a body" in got[case_id]["reason"]
+    assert got["case-2"]["reason"] == "the answer nests arrays and objects too deep to read"

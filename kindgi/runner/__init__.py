@@ -14,16 +14,26 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+import httpx
+
+from ..client import ApiError, Client, TestRunOptions
 from .agents import ExecAgent, JsonlAgent, error
-from .client import CannotRun, Client, Refused
 from .summary import lines, markdown, why
 
 BATCH = 100  # results a request, well under the server's 500
 EXIT_MET, EXIT_FAILED, EXIT_CANNOT = 0, 1, 2
+# A server restarting, or a database busy for a while, is ridden out: 20 retries, each wait at
+# most 10 s (under three minutes for a server that is down)
+RETRIES, MAX_WAIT = 20, 10.0
+
+
+class CannotRun(Exception):
+    """Why the command could not run (exit 2): one line, never a traceback."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -59,8 +69,11 @@ def main(argv: list[str] | None = None) -> int:
         return TestRun(args).run()
     except CannotRun as exc:
         print(f"kindgi: {exc}", file=sys.stderr)
-    except Refused as exc:
-        print(f"kindgi: the server refused: {exc}", file=sys.stderr)
+    except ApiError as exc:
+        what = "the token (KINDGI_TOKEN)" if exc.code == "unauthenticated" else "the request"
+        print(f"kindgi: the server refused {what}: {exc}", file=sys.stderr)
+    except httpx.TransportError as exc:
+        print(f"kindgi: the server at {args.url} can't be reached: {exc}", file=sys.stderr)
     except KeyboardInterrupt:
         print("kindgi: interrupted", file=sys.stderr)
     except Exception as exc:  # never a traceback: one line, exit 2
@@ -68,11 +81,114 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_CANNOT
 
 
-class TestRun:
+class Grader:
+    """What `kindgi test-run` and the pytest plugin share, with the same options (`args`):
+    opening or resuming a run, and once its results are in, finishing it, waiting for the judge,
+    comparing it with its baseline and checking the gate."""
+
+    def __init__(self, args: argparse.Namespace, token: str) -> None:
+        if args.wait < 0:
+            raise CannotRun("--wait takes a positive number")
+        if args.max_regressions is not None and not (args.baseline or args.resume):
+            raise CannotRun("--max-regressions needs --baseline: nothing to regress against")
+        if args.only and not args.rerun:
+            raise CannotRun("--only goes with --rerun")
+        if not token:
+            raise CannotRun("set KINDGI_TOKEN to an API token (kgi_…)")
+        self.args, self.agent = args, args.agent
+        self.client = Client(args.url, token, retries=RETRIES, max_wait=MAX_WAIT)
+
+    def conclude(self, run_id: str) -> tuple[dict[str, Any], dict[str, Any] | None, str, int]:
+        """The run once its results are in: finished, judged, compared; the verdict and the
+        exit code."""
+        run = self.client.test_run(self.agent, run_id)
+        if run["status"] == "open":
+            run = self.client.finish_test_run(self.agent, run["id"])
+        run = self.wait_for_judge(run)
+        compared = self.compare(run)
+        return (run, compared, *self.gate(run, compared))
+
+    def open_run(self) -> dict[str, Any]:
+        if self.args.resume:
+            return self.client.test_run(self.agent, self.args.resume)
+        options: TestRunOptions = {}
+        if self.args.weighting != "all":
+            options["weighting"] = self.args.weighting
+        if self.args.label:
+            options["label"] = self.args.label
+        if self.args.rerun:
+            options["rerun_of"] = self.args.rerun
+            if self.args.only:
+                options["only"] = self.args.only
+        baseline = self.baseline()
+        if baseline:
+            options["baseline"] = baseline
+        return self.client.start_test_run(
+            self.agent, self.args.project, self.args.candidate, **options
+        )
+
+    def baseline(self) -> str | None:
+        """`--baseline latest`: the newest done run of the test set, any candidate."""
+        if self.args.baseline != "latest":
+            return self.args.baseline
+        for run in self.client.test_runs(self.agent, self.args.project, page_size=100):
+            if run["status"] == "done":
+                return run["id"]
+        if self.args.max_regressions is not None:
+            raise CannotRun("--baseline latest: the test set has no done run to compare with")
+        return None
+
+    # ---------------------------------------------------------------- after the results
+
+    def wait_for_judge(self, run: dict[str, Any]) -> dict[str, Any]:
+        deadline = time.monotonic() + self.args.wait
+        while run["status"] == "grading":
+            if time.monotonic() > deadline:
+                pending = run["cases"]["pending"]
+                raise CannotRun(
+                    f"the judge still owes {pending} answers after {self.args.wait:g} s"
+                )
+            time.sleep(2)
+            run = self.client.test_run(self.agent, run["id"])
+        return run
+
+    def compare(self, run: dict[str, Any]) -> dict[str, Any] | None:
+        baseline = run.get("baseline")
+        if not baseline:
+            return None
+        pairs = self.client.compare(self.agent, run["id"], baseline, change="regressed")
+        regressed = list(pairs)
+        for row in regressed:
+            row["why"] = why(self.client.result(self.agent, run["id"], row["caseId"]))
+        fixed = self.client.compare(self.agent, run["id"], baseline, change="fixed")
+        return {
+            "baseline": baseline,
+            "counts": pairs.first["counts"],  # every change counted, whatever the filter
+            "pValue": pairs.first["pValue"],
+            "regressions": regressed,
+            "fixes": list(fixed),
+        }
+
+    def gate(self, run: dict[str, Any], compared: dict[str, Any] | None) -> tuple[str, int]:
+        failed = []
+        limit = self.args.max_regressions
+        if limit is not None and compared is not None and compared["counts"]["regressed"] > limit:
+            failed.append(f"{compared['counts']['regressed']} regressed (at most {limit})")
+        floor = self.args.min_pass_rate
+        if floor is not None:
+            rate = (run.get("passRate") or {}).get("value")
+            if rate is None or rate < floor:
+                shown = "none" if rate is None else f"{rate:.1%}"
+                failed.append(f"pass rate {shown} (at least {floor:.1%})")
+        if failed:
+            return "gate failed: " + "; ".join(failed), EXIT_FAILED
+        return "gate met", EXIT_MET
+
+
+class TestRun(Grader):
     """One invocation of `kindgi test-run`."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
         command = list(args.agent_command)
         if command[:1] == ["--"]:
             command = command[1:]
@@ -80,21 +196,12 @@ class TestRun:
             raise CannotRun("give the agent's command after --, e.g. -- python agent.py")
         if shutil.which(command[0]) is None:
             raise CannotRun(f"the agent's command can't be started: {command[0]}: not found")
-        if args.jobs < 1 or args.timeout <= 0 or args.wait < 0:
-            raise CannotRun("--jobs, --timeout and --wait take positive numbers")
-        if args.max_regressions is not None and not (args.baseline or args.resume):
-            raise CannotRun("--max-regressions needs --baseline: nothing to regress against")
-        if args.only and not args.rerun:
-            raise CannotRun("--only goes with --rerun")
-        token = os.environ.get("KINDGI_TOKEN", "")
-        if not token:
-            raise CannotRun("set KINDGI_TOKEN to an API token (kgi_…)")
+        if args.jobs < 1 or args.timeout <= 0:
+            raise CannotRun("--jobs and --timeout take positive numbers")
+        super().__init__(args, os.environ.get("KINDGI_TOKEN", ""))
         self.command = command
-        self.client = Client(args.url, token, args.agent)
         self.stop = threading.Event()
         self.progress = Progress(sys.stderr)
-
-    # ---------------------------------------------------------------- the whole run
 
     def run(self) -> int:
         previous = signal.signal(signal.SIGINT, lambda *_: self.stop.set())
@@ -103,64 +210,23 @@ class TestRun:
             print(
                 f"kindgi: test run {run['id']} (resume with --resume {run['id']})", file=sys.stderr
             )
-            awaiting = list(
-                self.client.pages(self.runs(f"{run['id']}/cases"), awaiting="true", limit=500)
-            )
+            awaiting = list(self.client.cases_to_answer(self.agent, run["id"], page_size=500))
             self.grade(run["id"], awaiting)
             if self.stop.is_set():
                 raise CannotRun(f"interrupted: resume with --resume {run['id']}")
-            run = self.client.call("GET", self.runs(run["id"]))
-            if run["status"] == "open":
-                run = self.client.write(self.runs(f"{run['id']}/finish"), {})
-            run = self.wait_for_judge(run)
+            run, compared, verdict, code = self.conclude(run["id"])
         finally:
             signal.signal(signal.SIGINT, previous)
-        compared = self.compare(run)
-        verdict, code = self.gate(run, compared)
         if self.args.junit:
-            report = self.client.call("GET", self.runs(f"{run['id']}/report.xml"))
-            self.args.junit.write_bytes(report.content)
+            self.args.junit.write_bytes(self.client.junit_report(self.agent, run["id"]))
         if self.args.summary:
             self.args.summary.write_text(markdown(run, compared, verdict))
         print("\n".join(lines(run, compared, verdict)))
         return code
 
-    def runs(self, rest: str = "") -> str:
-        return self.client.agent_path("test-runs" + (f"/{rest}" if rest else ""))
-
-    def open_run(self) -> dict[str, Any]:
-        if self.args.resume:
-            return self.client.call("GET", self.runs(self.args.resume))
-        body: dict[str, Any] = {"projectId": self.args.project, "candidate": self.args.candidate}
-        if self.args.weighting != "all":
-            body["weighting"] = self.args.weighting
-        if self.args.label:
-            body["label"] = self.args.label
-        if self.args.rerun:
-            body["rerunOf"] = self.args.rerun
-            if self.args.only:
-                body["only"] = self.args.only
-        baseline = self.baseline()
-        if baseline:
-            body["baseline"] = baseline
-        return self.client.write(self.runs(), body)
-
-    def baseline(self) -> str | None:
-        """`--baseline latest`: the newest done run of the test set, any candidate."""
-        if self.args.baseline != "latest":
-            return self.args.baseline
-        for run in self.client.pages(self.runs(), projectId=self.args.project, limit=100):
-            if run["status"] == "done":
-                return run["id"]
-        if self.args.max_regressions is not None:
-            raise CannotRun("--baseline latest: the test set has no done run to compare with")
-        return None
-
-    # ---------------------------------------------------------------- running the agent
-
     def grade(self, run_id: str, cases: list[dict[str, Any]]) -> None:
         """Run the agent on every case, `--jobs` at a time, sending results as they come."""
-        sender = Sender(self.client, self.runs(f"{run_id}/results"))
+        sender = Sender(lambda batch: self.client.send_results(self.agent, run_id, batch))
         kind = JsonlAgent if self.args.protocol == "jsonl" else ExecAgent
         agents = [kind(self.command, self.args.timeout) for _ in range(self.args.jobs)]
         free = list(agents)
@@ -190,61 +256,13 @@ class TestRun:
         sender.flush()
         self.progress.end()
 
-    # ---------------------------------------------------------------- after the results
-
-    def wait_for_judge(self, run: dict[str, Any]) -> dict[str, Any]:
-        deadline = time.monotonic() + self.args.wait
-        while run["status"] == "grading":
-            if time.monotonic() > deadline:
-                pending = run["cases"]["pending"]
-                raise CannotRun(
-                    f"the judge still owes {pending} answers after {self.args.wait:g} s"
-                )
-            time.sleep(2)
-            run = self.client.call("GET", self.runs(run["id"]))
-        return run
-
-    def compare(self, run: dict[str, Any]) -> dict[str, Any] | None:
-        baseline = run.get("baseline")
-        if not baseline:
-            return None
-        path = self.runs(f"{run['id']}/compare/{baseline}")
-        first = self.client.call("GET", f"{path}?limit=1")
-        regressed = list(self.client.pages(path, change="regressed", limit=100))
-        fixed = list(self.client.pages(path, change="fixed", limit=100))
-        for row in regressed:
-            result = self.client.call("GET", self.runs(f"{run['id']}/results/{row['caseId']}"))
-            row["why"] = why(result)
-        return {
-            "baseline": baseline,
-            "counts": first["counts"],
-            "pValue": first["pValue"],
-            "regressions": regressed,
-            "fixes": fixed,
-        }
-
-    def gate(self, run: dict[str, Any], compared: dict[str, Any] | None) -> tuple[str, int]:
-        failed = []
-        limit = self.args.max_regressions
-        if limit is not None and compared is not None and compared["counts"]["regressed"] > limit:
-            failed.append(f"{compared['counts']['regressed']} regressed (at most {limit})")
-        floor = self.args.min_pass_rate
-        if floor is not None:
-            rate = (run.get("passRate") or {}).get("value")
-            if rate is None or rate < floor:
-                shown = "none" if rate is None else f"{rate:.1%}"
-                failed.append(f"pass rate {shown} (at least {floor:.1%})")
-        if failed:
-            return "gate failed: " + "; ".join(failed), EXIT_FAILED
-        return "gate met", EXIT_MET
-
 
 class Sender:
     """Results sent in batches: each batch with its own Idempotency-Key (so a retry never
     doubles it); a result the server refuses as bad input is sent again as that case's error."""
 
-    def __init__(self, client: Client, path: str) -> None:
-        self.client, self.path = client, path
+    def __init__(self, send: Callable[[list[dict[str, Any]]], Any]) -> None:
+        self.send = send
         self.waiting: list[dict[str, Any]] = []
         self.last = time.monotonic()
 
@@ -263,8 +281,8 @@ class Sender:
 
     def _send(self, batch: list[dict[str, Any]]) -> None:
         try:
-            self.client.write(self.path, {"results": batch})
-        except Refused as exc:
+            self.send(batch)
+        except ApiError as exc:
             if exc.code != "bad-input":
                 raise
             refused = _refused_entries(exc.details.get("fields", {}), len(batch))

@@ -12,6 +12,8 @@ import threading
 from collections import deque
 from typing import Any
 
+from ..nesting import MAX_JSON_DEPTH, RESULT_DEPTH, deeper_than
+
 STDERR_LINES = 5
 
 
@@ -21,6 +23,8 @@ def as_result(case_id: str, text: str) -> dict[str, Any]:
         answer = json.loads(text)
     except ValueError:
         return error(case_id, f"the answer is not JSON: {text.strip()[:200]!r}")
+    except RecursionError:
+        return error(case_id, "the answer nests arrays and objects too deep to read")
     if not isinstance(answer, dict) or "output" not in answer:
         return error(case_id, "the answer is not a JSON object {output, calls?, ranked?}")
     calls = answer.get("calls", [])
@@ -29,6 +33,18 @@ def as_result(case_id: str, text: str) -> dict[str, Any]:
     result = {"caseId": case_id, "output": answer["output"], "calls": calls}
     if "ranked" in answer:
         result["ranked"] = answer["ranked"]
+    return sendable(result)
+
+
+def sendable(result: dict[str, Any]) -> dict[str, Any]:
+    """The result, or its case's error where the API would refuse it: nested past its limit
+    (which would have the whole batch refused)."""
+    if deeper_than(result, RESULT_DEPTH):
+        return error(
+            result["caseId"],
+            f"the answer nests arrays and objects more than {RESULT_DEPTH - 1} deep, "
+            f"past the API's limit ({MAX_JSON_DEPTH} in a body, docs/errors.md)",
+        )
     return result
 
 

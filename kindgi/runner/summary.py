@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..reports import explain
+from ..grading import explain
 
 
 def _rate(run: dict[str, Any]) -> str:

@@ -27,12 +27,12 @@ from marshmallow import (
 )
 
 from ..errors import DomainError, bad_input
+from ..nesting import MAX_JSON_DEPTH, deeper_than
 
 UUID_RE = re.compile(
     r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
 )
 MAX_ARGS_JSON_CHARS = 4000
-MAX_JSON_DEPTH = 100  # arrays and objects in a body, its own object the first (docs/errors.md)
 TOO_DEEP = (
     f"Arrays and objects nested more than {MAX_JSON_DEPTH} deep (the body's own is the first)."
 )
@@ -309,31 +309,12 @@ def too_deep() -> DomainError:
     return bad_input({"_body": [TOO_DEEP]}, maxDepth=MAX_JSON_DEPTH)
 
 
-_CONTAINERS = (dict, list)  # what JSON nests
-
-
-def _deeper_than(data: Any, limit: int) -> bool:
-    """Whether arrays and objects nest in `data` more than `limit` deep: a level at a time, not
-    recursively, so no depth can overflow the check (as it did the checks after it)."""
-    level = [data] if isinstance(data, _CONTAINERS) else []
-    for _ in range(limit):
-        level = [
-            child
-            for node in level
-            for child in (node.values() if type(node) is dict else node)
-            if isinstance(child, _CONTAINERS)  # a tuple: faster than `dict | list`
-        ]
-        if not level:
-            return False
-    return bool(level)
-
-
 def load(schema: type[Schema], data: Any) -> dict[str, Any]:
     """Validate `data` with `schema`: the loaded dict, or 400 `bad-input` naming each field.
     Every body passes here, JSON or a form's, so here it is held to `MAX_JSON_DEPTH`."""
     if not isinstance(data, dict):
         raise bad_input({"_body": ["Send a JSON object."]})
-    if _deeper_than(data, MAX_JSON_DEPTH):
+    if deeper_than(data, MAX_JSON_DEPTH):
         raise too_deep()
     try:
         return _instance(schema).load(data)

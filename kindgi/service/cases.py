@@ -21,7 +21,7 @@ from ..schemas.cases import CASE_FIELDS
 from . import search
 from .access import AgentRef, Grants, find_agent, grants, readable
 from .common import clock, dialect, sql
-from .counts import Counts, counts_of, tally_retirements
+from .counts import Counts, page_counts, tally_retirements
 from .identity import Principal
 from .paging import Page, keyset_page, newest_first
 from .run_pages import HistoryRow, case_history
@@ -228,12 +228,8 @@ def cases_page(
     page = _cases_of(caller, agent, project_id, **filters)
     if not with_counts:
         return CasesView(page, None, may.may_publish)
-    view = CasesView(
-        page,
-        counts_of(agent.pk, agent.id, project_id, version=False),
-        may.may_publish,
-        search.tools(agent.pk, project_id),
-    )
+    counts, tools = page_counts(agent.pk, agent.id, project_id)
+    view = CasesView(page, counts, may.may_publish, tools)
     if any(filters.get(name) is not None for name in SEARCH_FILTERS):
         view.matching = _count(caller, agent, project_id, filters)
     return view

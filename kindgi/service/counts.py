@@ -25,6 +25,7 @@ from ..models import (
     TestSetChanges,
     TestSetVersion,
 )
+from . import search
 from .access import readable
 from .common import dialect, insert_for, sql
 from .identity import Principal
@@ -185,17 +186,39 @@ _TOTALS = (
 )
 
 
-def counts_of(agent_pk: int, agent_id: str, project_id: str, *, version: bool = True) -> Counts:
+def counts_of(agent_pk: int, agent_id: str, project_id: str) -> Counts:
     """The counts of a test set the caller was already found to read, with its newest frozen
-    version unless `version` is False (the cases page shows none: one query fewer)."""
+    version."""
     params = {"agent_pk": agent_pk, "project_id": project_id}
     counts = Counts(agent_id, project_id)
-    for kind, retired, expert, n, last_added_at in sql().execute(_TOTALS, params):
-        counts.count(kind, retired, expert, n)
-        counts.last_added_at = last_added_at
-    if version:
-        counts.frozen_version = sql().execute(_NEWEST_VERSION, params).scalar()
+    for row in sql().execute(_TOTALS, params):
+        _count(counts, *row)
+    counts.frozen_version = sql().execute(_NEWEST_VERSION, params).scalar()
     return counts
+
+
+# The cases page's: the totals, and on each row the tools the set's cases name
+_PAGE_TOTALS = _TOTALS.add_columns(search.TOOL_NAMES)
+
+
+def page_counts(agent_pk: int, agent_id: str, project_id: str) -> tuple[Counts, list[str]]:
+    """The cases page's counts (no frozen version) and the tools its cases name, sorted (the
+    tool filter's choice), in one statement: the page reads both on every request. A set with
+    no cases has no totals, and names no tools."""
+    params = {"agent_pk": agent_pk, "project_id": project_id}
+    counts, tools = Counts(agent_id, project_id), None
+    for *row, names in sql().execute(_PAGE_TOTALS, params):
+        _count(counts, *row)
+        tools = names  # the same on every row
+    return counts, sorted(tools or [])
+
+
+def _count(
+    counts: Counts, kind: str, retired: bool, expert: bool, n: int, last_added_at: datetime | None
+) -> None:
+    """A row of the totals counted in."""
+    counts.count(kind, retired, expert, n)
+    counts.last_added_at = last_added_at
 
 
 _NEWEST_VERSION = (

@@ -33,7 +33,9 @@ from functools import cache
 from time import monotonic
 from typing import Any
 
-from sqlalchemy import CTE, TextClause, bindparam, func, literal_column, select, text
+from sqlalchemy import CTE, JSON, TextClause, bindparam, func, literal_column, select, text
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.functions import FunctionElement
 
 from ..grading import PARTS
 from ..models import Case, Run, TestSetTool
@@ -307,20 +309,34 @@ def note_tools(rows: list[dict[str, Any]]) -> None:
         sql().execute(_note_tools(dialect()), rows)
 
 
-# The tools a test set's cases name, built once: the cases page reads them on every request.
-_TOOLS = (
-    select(TestSetTool.tool)
+class _JsonArray(FunctionElement):
+    """A column's values gathered into one JSON array, in no set order (none when no rows on
+    PostgreSQL)."""
+
+    type = JSON()
+    inherit_cache = True
+
+
+@compiles(_JsonArray, "sqlite")
+def _json_group_array(element: _JsonArray, compiler: Any, **kw: Any) -> str:
+    return f"json_group_array({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(_JsonArray, "postgresql")
+def _json_agg(element: _JsonArray, compiler: Any, **kw: Any) -> str:
+    return f"json_agg({compiler.process(element.clauses, **kw)})"
+
+
+# The tools a test set's cases name, as one value: the cases page reads them with its counts, in
+# the same statement, on every request (`counts.page_counts`).
+TOOL_NAMES = (
+    select(_JsonArray(TestSetTool.tool))
     .where(
         TestSetTool.agent_pk == bindparam("agent_pk"),
         TestSetTool.project_id == bindparam("project_id"),
     )
-    .order_by(TestSetTool.tool)
+    .scalar_subquery()
 )
-
-
-def tools(agent_pk: int, project_id: str) -> list[str]:
-    """The tools the test set's cases name, in order: the cases page's choice."""
-    return list(sql().scalars(_TOOLS, {"agent_pk": agent_pk, "project_id": project_id}))
 
 
 @contextmanager

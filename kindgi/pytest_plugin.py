@@ -1,0 +1,221 @@
+"""The pytest plugin (entry point `pytest11`): a test set's cases as tests. Inert unless an agent
+is named (`--kindgi-agent` or `KINDGI_AGENT`); then the session opens a test run (or resumes
+one) on `KINDGI_URL` with `KINDGI_TOKEN`, a test that takes the `kindgi_case` fixture runs once
+per case still awaiting a result, and its outcome is its case's grade (docs/pytest.md).
+
+Its options are `kindgi test-run`'s with a `kindgi-` prefix, and mean the same; the run's
+opening, finishing, comparing and gate are the command's own (`kindgi.runner.Grader`). Under
+pytest-xdist the controller opens the run and hands it and its cases to the workers, which send
+each case's result as its test answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from .client import ApiError
+from .runner import CannotRun, Grader
+from .runner.agents import sendable
+from .runner.summary import lines, why
+
+PLUGIN = "kindgi-session"
+POLL_SECONDS = 0.5  # between two reads of a result the judge still owes
+# The options `kindgi test-run` reads as they are given
+AS_GIVEN = ("weighting", "baseline", "label", "resume", "max_regressions", "min_pass_rate", "wait")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("kindgi", "grade a candidate agent version against a Kindgi test set")
+    group.addoption("--kindgi-agent", help="the agent's id (or KINDGI_AGENT); off without")
+    group.addoption("--kindgi-project", help="the project's id, a UUID (or KINDGI_PROJECT)")
+    group.addoption("--kindgi-candidate", help="the version under test (or KINDGI_CANDIDATE)")
+    group.addoption("--kindgi-weighting", choices=("all", "experts-only"), default="all")
+    group.addoption("--kindgi-baseline", help="latest (the newest done run) or a run's id")
+    group.addoption("--kindgi-label", help="shown with the run (a branch, a pull request)")
+    group.addoption("--kindgi-resume", help="go on with an interrupted run (its id)")
+    group.addoption("--kindgi-max-regressions", type=int, help="fail when more cases regressed")
+    group.addoption("--kindgi-min-pass-rate", type=float, help="fail below this rate (0..1)")
+    group.addoption("--kindgi-wait", type=float, default=1800, help="seconds to wait for the judge")
+
+
+def _args(config: pytest.Config) -> argparse.Namespace | None:
+    """The options as `kindgi test-run` reads them, or None when no agent is named."""
+    agent = config.getoption("kindgi_agent") or os.environ.get("KINDGI_AGENT")
+    if not agent:
+        return None
+    args = argparse.Namespace(
+        url=os.environ.get("KINDGI_URL", ""),
+        agent=agent,
+        project=config.getoption("kindgi_project") or os.environ.get("KINDGI_PROJECT"),
+        candidate=config.getoption("kindgi_candidate") or os.environ.get("KINDGI_CANDIDATE"),
+        rerun=None,
+        only=None,
+        **{name: config.getoption(f"kindgi_{name}") for name in AS_GIVEN},
+    )
+    missing = [
+        name
+        for name, value in (("KINDGI_URL", args.url), ("--kindgi-project", args.project))
+        if not value
+    ]
+    if not (args.candidate or args.resume):
+        missing.append("--kindgi-candidate")
+    if missing:
+        raise pytest.UsageError(f"kindgi: set {', '.join(missing)}")
+    return args
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    args = _args(config)
+    if args is None:
+        return
+    try:
+        session = Session(config, args)
+    except CannotRun as exc:
+        raise pytest.UsageError(f"kindgi: {exc}") from None
+    except ApiError as exc:
+        what = "the token (KINDGI_TOKEN)" if exc.code == "unauthenticated" else "the request"
+        raise pytest.UsageError(f"kindgi: the server refused {what}: {exc}") from None
+    except httpx.TransportError as exc:
+        raise pytest.UsageError(
+            f"kindgi: the server at {args.url} can't be reached: {exc}"
+        ) from None
+    config.pluginmanager.register(session, PLUGIN)
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(Controller(session), f"{PLUGIN}-xdist")
+
+
+class Controller:
+    """pytest-xdist's hook, on the controller: each worker gets the run and its cases."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["kindgi_run"] = self.session.run_id
+        node.workerinput["kindgi_cases"] = self.session.cases
+
+
+class Session:
+    """The test run this pytest session grades."""
+
+    def __init__(self, config: pytest.Config, args: argparse.Namespace) -> None:
+        self.grader = Grader(args, os.environ.get("KINDGI_TOKEN", ""))
+        self.client, self.agent, self.wait = self.grader.client, args.agent, args.wait
+        self.worker = hasattr(config, "workerinput")
+        self.gated = args.max_regressions is not None or args.min_pass_rate is not None
+        self.said: list[str] = []
+        if self.worker:  # the controller opened the run
+            self.run_id = config.workerinput["kindgi_run"]  # type: ignore[attr-defined]
+            self.cases = config.workerinput["kindgi_cases"]  # type: ignore[attr-defined]
+            return
+        run = self.grader.open_run()
+        self.run_id = run["id"]
+        expects = {
+            case["id"]: case["expect"]
+            for case in self.client.export(self.agent, run["projectId"], version=run["version"])
+        }
+        self.cases = [
+            {**case, "expect": expects.get(case["caseId"])}
+            for case in self.client.cases_to_answer(self.agent, self.run_id, page_size=500)
+        ]
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        if "kindgi_case" in metafunc.fixturenames:
+            ids = [case["caseId"] for case in self.cases]
+            metafunc.parametrize("kindgi_case", self.cases, ids=ids, indirect=True)
+
+    def graded(self, result: dict[str, Any]) -> dict[str, Any]:
+        """Send one case's result; its grade, once the judge has said (within `--kindgi-wait`)."""
+        self.client.send_results(self.agent, self.run_id, [result])
+        deadline = time.monotonic() + self.wait
+        while True:
+            graded = self.client.result(self.agent, self.run_id, result["caseId"])
+            if graded["outcome"] != "pending" or time.monotonic() > deadline:
+                return graded
+            time.sleep(POLL_SECONDS)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+        """A test that raised, or ended, without answering its case sends it as an error."""
+        outcome = yield
+        case = getattr(item, "funcargs", {}).get("kindgi_case")
+        if call.when != "call" or not isinstance(case, Case) or case.answered:
+            return
+        report = outcome.get_result()
+        if call.excinfo is None:
+            reason = "the test ended without answering its case"
+            report.outcome, report.longrepr = "failed", reason
+        elif call.excinfo.errisinstance(pytest.skip.Exception):
+            return  # skipped: left awaiting (a no-result error when the run finishes)
+        else:
+            reason = "\n".join(call.excinfo.exconly().splitlines()[:5])
+        case.answered = True
+        self.client.send_results(self.agent, self.run_id, [{"caseId": case.id, "error": reason}])
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """The controller finishes the run, waits for the judge and checks the gate, which
+        alone sets the exit status when one is given."""
+        if self.worker:
+            return
+        try:
+            run, compared, verdict, code = self.grader.conclude(self.run_id)
+        except (CannotRun, ApiError, httpx.TransportError) as exc:
+            self.said = [f"kindgi: {exc}"]
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+            return
+        self.said = lines(run, compared, verdict)
+        if self.gated:
+            session.exitstatus = code
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.said:
+            terminalreporter.write_sep("=", f"kindgi test run {self.run_id}")
+            for line in self.said:
+                terminalreporter.write_line(line)
+
+
+class Case:
+    """One case of the run, for one test: its `id`, `input`, `parts` (the parts it is graded
+    on) and `expect`; `answer()` sends the candidate's answer and checks its grade."""
+
+    def __init__(self, session: Session, case: dict[str, Any]) -> None:
+        self.session, self.id = session, case["caseId"]
+        self.input, self.parts, self.expect = case["input"], case["parts"], case.get("expect")
+        self.kind, self.expert = case["kind"], case["expert"]
+        self.answered = False
+
+    def answer(
+        self,
+        output: Any,
+        *,
+        calls: list[dict[str, Any]] | None = None,
+        ranked: list[Any] | None = None,
+    ) -> dict[str, Any]:
+        """Send the answer (`calls` as `[{tool, args}]`, `ranked` the item keys in order) and
+        wait for its grade: a pass returns the result, a failed part fails the test with the
+        grader's explanation, an ungraded case (no judge) skips it."""
+        result: dict[str, Any] = {"caseId": self.id, "output": output, "calls": calls or []}
+        if ranked is not None:
+            result["ranked"] = ranked
+        self.answered = True
+        graded = self.session.graded(sendable(result))
+        if graded["outcome"] in ("fail", "error"):
+            raise AssertionError(why(graded))
+        if graded["outcome"] != "pass":
+            pytest.skip(f"{graded['outcome']}: {why(graded)}")
+        return graded
+
+
+@pytest.fixture
+def kindgi_case(request: pytest.FixtureRequest) -> Case:
+    """The case this test answers; parametrized over the run's cases."""
+    session = request.config.pluginmanager.get_plugin(PLUGIN)
+    if session is None:
+        pytest.skip("no Kindgi agent named: pass --kindgi-agent or set KINDGI_AGENT")
+    return Case(session, request.param)

@@ -1,0 +1,191 @@
+"""The pytest plugin (kindgi/pytest_plugin.py) in a pytest of its own (pytester, in a subprocess)
+against a live gunicorn, one for the module: each case a test, its outcome the case's grade, the
+run on the server, the gate's exit status, pytest-xdist's workers sharing one run, a flaky
+server's retries, a refused token.
+
+The set: the world's cor-1 (should call `lookup`: the suite calls it, a pass) and case-2 (items,
+k1 right: the suite ranks k0, a fail), and two hand cases on run-1 added here: B (must not call
+`send_email`: the suite raises on it) and A (answer right: no judge, so ungraded, skipped).
+"""
+
+from __future__ import annotations
+
+import uuid
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+
+import pytest
+from conftest import AGENT, P1, app_on
+from fake_judge import fake_judge
+from live import ROOT, front, gunicorn
+from test_judging import verdicts, worker
+
+from kindgi import Client
+
+SUITE = """
+def test_the_agent(kindgi_case):
+    assert set(kindgi_case.input) == {{"q"}} and kindgi_case.parts and kindgi_case.expect
+    if kindgi_case.id == "cor-1":
+        kindgi_case.answer({{"answer": "looked up"}}, calls=[{{"tool": "lookup", "args": {{}}}}])
+    elif kindgi_case.id == "case-2":
+        kindgi_case.answer({{"answer": "ranked"}}, ranked=["k0"])
+    elif kindgi_case.id == "{raises}":
+        raise RuntimeError("the agent broke on " + kindgi_case.id)
+    else:
+        kindgi_case.answer({{"answer": "Use clause 7."}})
+"""
+
+
+@pytest.fixture(scope="module")
+def served(databases, tmp_path_factory) -> Iterator[tuple[str, dict[str, str]]]:
+    """A gunicorn on a copy of the test world with A and B added: its URL and their ids."""
+    log = tmp_path_factory.mktemp("plugin") / "gunicorn.log"
+    with (
+        app_on(databases, databases.clone()) as app,
+        gunicorn(app.config["SQLALCHEMY_DATABASE_URI"], log, 2) as base,
+        Client(base, "kgi_admin") as kg,
+    ):
+        wrong = {"runId": "run-1", "decisions": "wrong", "mustNotCall": ["send_email"]}
+        b = kg.add_case(AGENT, wrong)
+        a = kg.add_case(AGENT, {"runId": "run-1", "answer": "right"})
+        yield base, {"A": a["id"], "B": b["id"]}
+
+
+def run_suite(pytester, monkeypatch, url, ids, *args, token="kgi_admin") -> pytest.RunResult:
+    """The suite above in a pytest of its own, as a CI job would run it."""
+    pytester.makepyfile(test_agent=SUITE.format(raises=ids["B"]))
+    monkeypatch.setenv("KINDGI_URL", url)
+    monkeypatch.setenv("KINDGI_TOKEN", token)
+    return pytester.runpytest_subprocess(
+        "-p", "kindgi.pytest_plugin", "-p", "no:randomly", "-p", "no:cacheprovider",
+        "--kindgi-agent", AGENT, "--kindgi-project", P1, *args,
+    )  # fmt: skip
+
+
+def latest(base: str) -> dict:
+    with Client(base, "kgi_admin") as kg:
+        return next(kg.test_runs(AGENT, P1))
+
+
+def test_each_case_is_a_test_whose_outcome_is_its_grade(pytester, monkeypatch, served):
+    base, ids = served
+    result = run_suite(pytester, monkeypatch, base, ids, "--kindgi-candidate", "2.0.0", "-rA",
+                       "--junitxml", "report.xml")  # fmt: skip
+    result.assert_outcomes(passed=1, failed=2, skipped=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # no gate: pytest's own status
+    suite = ET.parse(pytester.path / "report.xml").getroot().find("testsuite")
+    assert [suite.get(k) for k in ("tests", "failures", "skipped")] == ["4", "2", "1"]
+    out = result.stdout.str()
+    assert "PASSED test_agent.py::test_the_agent[cor-1]" in out
+    assert "FAILED test_agent.py::test_the_agent[case-2] - AssertionError: items fail" in out
+    assert "ungraded: answer ungraded" in out  # A, skipped with its reason
+    run = latest(base)
+    assert run["status"] == "done" and f"kindgi test run {run['id']}" in out
+    cases = run["cases"]
+    assert (cases["pass"], cases["fail"], cases["error"], cases["ungraded"]) == (1, 1, 1, 1)
+    with Client(base, "kgi_admin") as kg:
+        broke = kg.result(AGENT, run["id"], ids["B"])
+    assert broke["outcome"] == "error" and "the agent broke on" in broke["reason"]
+
+
+@pytest.mark.parametrize(("floor", "status"), [("0.4", 0), ("0.9", 1)])
+def test_a_gate_alone_sets_the_exit_status(pytester, monkeypatch, served, floor, status):
+    base, ids = served
+    result = run_suite(pytester, monkeypatch, base, ids, "--kindgi-candidate", "2.0.0",
+                       "--kindgi-min-pass-rate", floor)  # fmt: skip
+    result.assert_outcomes(passed=1, failed=2, skipped=1)  # a pass rate of 50 %
+    assert result.ret == status
+    assert ("gate met" if status == 0 else "gate failed") in result.stdout.str()
+
+
+def test_xdist_workers_share_one_run_and_send_each_case_once_through_a_flaky_server(
+    pytester, monkeypatch, served
+):
+    base, ids = served
+    before = latest(base)["id"]
+    with front(base, [("after", 503, "database-busy")] * 2) as proxy:
+        result = run_suite(pytester, monkeypatch, proxy.url, ids, "--kindgi-candidate", "2.1.0",
+                           "-n", "2")  # fmt: skip
+    result.assert_outcomes(passed=1, failed=2, skipped=1)
+    run = latest(base)
+    assert run["id"] != before and run["cases"]["awaiting"] == 0
+    assert (run["cases"]["total"], run["cases"]["pass"], run["cases"]["error"]) == (4, 1, 1)
+    posts = [(path, key) for method, path, key in proxy.seen if method == "POST"]
+    starts = [key for path, key in posts if path.endswith("/test-runs")]
+    assert len(starts) == 3 and len(set(starts)) == 1  # its answer lost twice: one run opened
+    sent = {key for path, key in posts if path.endswith("/results")}
+    assert len(sent) == 4  # one request a case, from whichever worker ran it
+
+
+def test_a_refused_token_is_one_line_and_exit_4(pytester, monkeypatch, served):
+    base, ids = served
+    before = latest(base)["id"]
+    result = run_suite(pytester, monkeypatch, base, ids, "--kindgi-candidate", "2.0.0",
+                       token="kgi_not-a-token")  # fmt: skip
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = [line for line in result.stderr.lines if line.strip()]
+    assert line.startswith("ERROR: kindgi: the server refused the token (KINDGI_TOKEN): 401")
+    assert latest(base)["id"] == before  # nothing was opened
+
+
+def test_the_runnable_example_grades_the_example_agent(pytester, monkeypatch, served):
+    base, _ = served
+    for name in ("test_agent.py", "agent.py"):
+        pytester.path.joinpath(name).write_text((ROOT / "docs/examples" / name).read_text())
+    monkeypatch.setenv("KINDGI_URL", base)
+    monkeypatch.setenv("KINDGI_TOKEN", "kgi_admin")
+    monkeypatch.setenv("KINDGI_AGENT", AGENT)
+    result = pytester.runpytest_subprocess(
+        "-p", "kindgi.pytest_plugin", "-p", "no:randomly", "test_agent.py",
+        "--kindgi-project", P1, "--kindgi-candidate", "3.0.0",
+    )  # fmt: skip
+    result.assert_outcomes(passed=2, failed=1, skipped=1)  # case-2 wants k1; A is ungraded
+    assert latest(base)["candidate"] == "3.0.0"
+
+
+JUDGED = """
+def test_the_agent(kindgi_case):
+    said = "See clause 9." if kindgi_case.id == "{right}" else "Use clause 7."
+    calls = [{{"tool": "lookup", "args": {{}}}}]
+    kindgi_case.answer({{"answer": said}}, calls=calls, ranked=["k1"])
+"""
+
+
+def test_an_answer_waits_for_the_judge_inside_answer(pytester, monkeypatch, databases, tmp_path):
+    """With a judge (the stand-in passes what cites clause 9) and a worker: RIGHT cites it and
+    passes, WRONG does not and fails with the judge's reason; the decisions and items pass."""
+    with fake_judge(verdicts) as judge:
+        config = {"JUDGE_URL": judge.url, "JUDGE_MODEL": "judge-1", "JUDGE_TIMEOUT": 2,
+                  "JUDGE_TRIES": 1, "QUEUE_NAME": f"test-{uuid.uuid4().hex[:12]}"}  # fmt: skip
+        env = {f"KINDGI_{k}": str(v) for k, v in config.items()}
+        with (
+            app_on(databases, databases.clone(), **config) as app,
+            gunicorn(app.config["SQLALCHEMY_DATABASE_URI"], tmp_path / "g.log", 2, **env) as base,
+            Client(base, "kgi_admin") as kg,
+            worker(app, tmp_path),
+        ):
+            right = kg.add_case(AGENT, {"runId": "run-1", "answer": "right"})["id"]
+            wrong = {"runId": "run-1", "answer": "wrong", "shouldSay": "Cite clause 9."}
+            wrong_id = kg.add_case(AGENT, wrong)["id"]
+            pytester.makepyfile(test_agent=JUDGED.format(right=right))
+            monkeypatch.setenv("KINDGI_URL", base)
+            monkeypatch.setenv("KINDGI_TOKEN", "kgi_admin")
+            result = pytester.runpytest_subprocess(
+                "-p", "kindgi.pytest_plugin", "-p", "no:randomly", "--kindgi-agent", AGENT,
+                "--kindgi-project", P1, "--kindgi-candidate", "2.0.0", "--kindgi-wait", "60",
+            )  # fmt: skip
+            result.assert_outcomes(passed=3, failed=1)
+            out = result.stdout.str()
+            assert f"FAILED test_agent.py::test_the_agent[{wrong_id}]" in out
+            assert "checked clause 9" in out  # the judge's reason, as the assertion message
+            run = next(kg.test_runs(AGENT, P1))
+            assert run["status"] == "done" and (run["cases"]["pass"], run["cases"]["fail"]) == (
+                3,
+                1,
+            )
+
+
+def test_without_an_agent_the_plugin_is_inert(pytester):
+    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    result = pytester.runpytest_subprocess("-p", "kindgi.pytest_plugin", "-p", "no:randomly")
+    result.assert_outcomes(passed=1)
