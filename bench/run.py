@@ -618,6 +618,15 @@ def time_freezes(db: Database) -> tuple[float, float]:
     return took[0], took[1]
 
 
+def _timed(command: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess]:
+    """A command run from the repository's root, its output kept: seconds, and how it ended."""
+    started = time.monotonic()
+    done = subprocess.run(
+        command, cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, check=False
+    )
+    return time.monotonic() - started, done
+
+
 def measure_ci(target: Target, token: str, protocol: str, results: Results) -> None:
     """`kindgi test-run` over the whole demo.drafting set with the example agent, 4 jobs, end
     to end (fetch, run, send, wait): cases a second."""
@@ -628,16 +637,8 @@ def measure_ci(target: Target, token: str, protocol: str, results: Results) -> N
     ]
     args = ["test-run", "--agent", AGENT, "--project", PROJECT, "--candidate", f"ci-{protocol}"]
     args += ["--protocol", protocol, "--jobs", "4"]
-    started = time.monotonic()
-    done = subprocess.run(
-        [str(KINDGI), *args, "--url", target.app.base, "--", *agent],
-        cwd=ROOT,
-        env={**os.environ, "KINDGI_TOKEN": token},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    took = time.monotonic() - started
+    took, done = _timed([str(KINDGI), *args, "--url", target.app.base, "--", *agent],
+                        {"KINDGI_TOKEN": token})  # fmt: skip
     if done.returncode != 0:
         raise SystemExit(f"kindgi test-run failed:\n{done.stderr[-2000:]}")
     total = int(re.search(r"cases: (\d+)", done.stdout).group(1))
@@ -734,15 +735,6 @@ def measure_pytest(target: Target, token: str, workdir: Path, results: Results) 
         )
     log(f"{target.db.engine} {target.db.cases:,}: pytest plugin, {total:,} cases in {took:.1f} s; "
         f"plain pytest {plain_took:.1f} s")  # fmt: skip
-
-
-def _timed(command: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess]:
-    """A command run from the repository's root, its output kept: seconds, and how it ended."""
-    started = time.monotonic()
-    done = subprocess.run(
-        command, cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, check=False
-    )
-    return time.monotonic() - started, done
 
 
 def measure_export(target: Target, token: str, form: str, results: Results) -> None:
