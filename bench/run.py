@@ -9,10 +9,13 @@ For each engine (SQLite, then PostgreSQL) it builds one database per size with `
 (bench/raw_app.py: Flask and the driver alone, the practical limit on this machine). wrk, a
 second process on loopback with 2 threads and 8 connections, then drives every measure against
 every size in turn, so the sizes a bar compares are measured minutes apart at most, under the
-same conditions. Adding cases runs last, since it grows the sets. Each worker's peak RSS is its
-kernel high-water mark (VmHWM). Then the runs inbox is measured the same way on worlds of 1,000
-cases and 1,000 or 1,000,000 runs (`kindgi demo --runs N`), and retention prunes the largest
-(`flask kindgi prune --days 1`), reporting the longest any of its batches held the write lock.
+same conditions. Adding cases runs last, since it grows the sets. A 10,000-case set is graded end
+to end by `kindgi test-run --jobs 4` and by the pytest plugin with `-n 4` (the docs' example
+test), the plugin beside as many plain parametrized tests for its overhead. Each worker's peak
+RSS is its kernel high-water mark (VmHWM). Then the runs inbox is measured the same way on
+worlds of 1,000 cases and 1,000 or 1,000,000 runs (`kindgi demo --runs N`), and retention
+prunes the largest (`flask kindgi prune --days 1`), reporting the longest any of its batches
+held the write lock.
 The table, the bars and every command go to stdout and to the results file.
 """
 
@@ -615,6 +618,15 @@ def time_freezes(db: Database) -> tuple[float, float]:
     return took[0], took[1]
 
 
+def _timed(command: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess]:
+    """A command run from the repository's root, its output kept: seconds, and how it ended."""
+    started = time.monotonic()
+    done = subprocess.run(
+        command, cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, check=False
+    )
+    return time.monotonic() - started, done
+
+
 def measure_ci(target: Target, token: str, protocol: str, results: Results) -> None:
     """`kindgi test-run` over the whole demo.drafting set with the example agent, 4 jobs, end
     to end (fetch, run, send, wait): cases a second."""
@@ -625,16 +637,8 @@ def measure_ci(target: Target, token: str, protocol: str, results: Results) -> N
     ]
     args = ["test-run", "--agent", AGENT, "--project", PROJECT, "--candidate", f"ci-{protocol}"]
     args += ["--protocol", protocol, "--jobs", "4"]
-    started = time.monotonic()
-    done = subprocess.run(
-        [str(KINDGI), *args, "--url", target.app.base, "--", *agent],
-        cwd=ROOT,
-        env={**os.environ, "KINDGI_TOKEN": token},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    took = time.monotonic() - started
+    took, done = _timed([str(KINDGI), *args, "--url", target.app.base, "--", *agent],
+                        {"KINDGI_TOKEN": token})  # fmt: skip
     if done.returncode != 0:
         raise SystemExit(f"kindgi test-run failed:\n{done.stderr[-2000:]}")
     total = int(re.search(r"cases: (\d+)", done.stdout).group(1))
@@ -653,6 +657,84 @@ def measure_ci(target: Target, token: str, protocol: str, results: Results) -> N
     )
     log(f"{target.db.engine} {target.db.cases:,}: kindgi test-run {protocol}: {total:,} cases "
         f"in {took:.1f} s")  # fmt: skip
+
+
+# The pytest plugin: the docs' example test, a test a case, against plain parametrized tests
+# calling the same agent on as many inputs, each with pytest-xdist's -n 4 and no other plugin
+# (the virtualenv's hypothesis and schemathesis would add seconds to every process's start)
+PYTEST_EXAMPLE = "docs/examples/test_agent.py"
+PYTEST_PLUGIN, PYTEST_PLAIN = "pytest plugin, -n 4", "plain parametrized pytest, -n 4"
+ALONE = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # only the plugins named with -p
+PLAIN_TESTS = """import argparse
+import sys
+
+import pytest
+
+sys.path.insert(0, {examples!r})
+from agent import answer  # the example agent the plugin's test answers with
+
+NO_FLAWS = argparse.Namespace(crash_on=None, sleep=0, call=[], reverse=False)
+
+
+@pytest.mark.parametrize("n", range({n}))
+def test_the_agent_on_an_input(n):
+    said = answer({{"q": f"question {{n}}"}}, NO_FLAWS)
+    assert said["calls"]
+"""
+
+
+def measure_pytest(target: Target, token: str, workdir: Path, results: Results) -> None:
+    """The docs' example test through the pytest plugin over the whole demo.drafting set,
+    `-n 4`, end to end (open the run, a test a case, each sent and its grade read, finish):
+    cases a second; then as many plain parametrized tests calling the same agent, `-n 4`, the
+    plugin left out, timed alike: what the plugin adds."""
+    pytest = [sys.executable, "-m", "pytest", "-p", "xdist.plugin", "-n", "4", "-q", "--tb=no"]
+    pytest += ["-p", "no:cacheprovider"]
+    options = ["-p", "kindgi.pytest_plugin", "--kindgi-agent", AGENT, "--kindgi-project"]
+    options += [PROJECT, "--kindgi-candidate", "ci-pytest"]
+    env = {**ALONE, "KINDGI_URL": target.app.base, "KINDGI_TOKEN": token}
+    took, done = _timed([*pytest, PYTEST_EXAMPLE, *options], env)
+    said = re.search(r"kindgi test run (\S+)", done.stdout)
+    if done.returncode not in (0, 1) or not said:  # 1: some cases failed
+        raise SystemExit(f"pytest with the plugin failed:\n{done.stdout[-2000:]}{done.stderr}")
+    run = requests.get(
+        f"{target.app.base}/v1/agents/{AGENT}/test-runs/{said.group(1)}",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=60,
+    ).json()
+    total = run["cases"]["total"]
+    if run["status"] != "done" or run["cases"]["awaiting"]:
+        raise SystemExit(f"the plugin's run did not end whole: {run}")
+    plain = workdir / "test_plain_pytest.py"
+    plain.write_text(PLAIN_TESTS.format(examples=str(ROOT / "docs/examples"), n=total))
+    plain_took, plain_done = _timed([*pytest, str(plain)], ALONE)
+    if plain_done.returncode != 0:
+        raise SystemExit(f"plain pytest failed:\n{plain_done.stdout[-2000:]}{plain_done.stderr}")
+    shown = "python " + " ".join(pytest[1:])
+    added = (took - plain_took) / total * 1000
+    note = (
+        f"plain pytest {total / plain_took:,.0f} cases/s: the plugin adds {added:.2f} ms a case, "
+        f"{took / plain_took:.1f} times the time"
+    )
+    for what, seconds, command, said_too in (
+        (PYTEST_PLUGIN, took, f"KINDGI_URL=$URL KINDGI_TOKEN=$TOKEN {shown} {PYTEST_EXAMPLE} "
+         f"{' '.join(options)}", note),
+        (PYTEST_PLAIN, plain_took, f"{shown} $WORKDIR/test_plain_pytest.py  ({total:,} tests, "
+         "each calling the example agent)", ""),
+    ):  # fmt: skip
+        results.figures.append(
+            Figure(
+                target.db.engine,
+                what,
+                target.db.cases,
+                f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {command}",
+                value=total / seconds,
+                unit=f"cases/s ({total:,} cases in {seconds:.1f} s)",
+                note=said_too,
+            )
+        )
+    log(f"{target.db.engine} {target.db.cases:,}: pytest plugin, {total:,} cases in {took:.1f} s; "
+        f"plain pytest {plain_took:.1f} s")  # fmt: skip
 
 
 def measure_export(target: Target, token: str, form: str, results: Results) -> None:
@@ -1150,7 +1232,7 @@ def run_engine(engine: str, args: argparse.Namespace, results: Results) -> None:
                     figure(target, what, rounds[(what, target.db.cases)], args, results)
             smallest = targets[0]
             ci_target = smallest
-            if not args.smoke:  # a set of 10,000 cases for the jsonl run
+            if not args.smoke:  # a set of 10,000 cases for jsonl and the pytest plugin
                 ci_db = Database(engine, CI_CASES, args.workdir, args.postgres, prefix)
                 dbs.append(ci_db)
                 creds[CI_CASES] = build(ci_db, results)
@@ -1171,6 +1253,7 @@ def run_engine(engine: str, args: argparse.Namespace, results: Results) -> None:
                 if engine == "sqlite":
                     measure_judge(biggest, token, "Redis", REDIS, JUDGE_RATE, args, results)
             measure_ci(ci_target, creds[ci_target.db.cases]["token"], "jsonl", results)
+            measure_pytest(ci_target, creds[ci_target.db.cases]["token"], args.workdir, results)
             for form in ("jsonl", "csv"):
                 measure_export(biggest, token, form, results)
             measure_otlp(smallest, creds[smallest.db.cases]["token"], args, results)
@@ -1350,6 +1433,15 @@ def judge(results: Results, engines: list[str], sizes: list[int]) -> list[Bar]:
     )
     values = {}
     for engine in engines:
+        f = results.get(engine, PYTEST_PLUGIN, CI_CASES)
+        if f:  # the issue sets this bar on SQLite; PostgreSQL's is reported
+            values[engine] = (
+                f"{f.value:,.0f} {f.unit}; {f.note}",
+                f.value >= 500 if engine == "sqlite" else None,
+            )
+    bars.append(Bar("pytest plugin, -n 4, 10,000 cases", "≥ 500 cases/s on SQLite", values))
+    values = {}
+    for engine in engines:
         on, off = results.get(engine, LOUD, big), results.get(engine, QUIET, big)
         if on and off and off.p50_ms:
             values[engine] = (
@@ -1506,7 +1598,8 @@ def render(results: Results, bars: list[Bar], meta: dict[str, Any]) -> str:
             if f.engine == engine and f.value is not None:
                 number += 1
                 commands.append(f"- **W{number}** `{f.command}`")
-                note = f" ({f.note})" if f.note and f.what.startswith("OTLP") else ""
+                shown = f.what.startswith(("OTLP", PYTEST_PLUGIN))
+                note = f" ({f.note})" if f.note and shown else ""
                 out.append(f"| {f.what} | {f.cases:,} | {f.value:.1f} {f.unit}{note} | W{number} |")
         out.append("")
     out += ["## Commands", ""]

@@ -86,7 +86,7 @@ def pytest_configure(config: pytest.Config) -> None:
             f"kindgi: the server at {args.url} can't be reached: {exc}"
         ) from None
     config.pluginmanager.register(session, PLUGIN)
-    if config.pluginmanager.hasplugin("xdist"):
+    if hasattr(config.hook, "pytest_configure_node"):  # xdist's, by whatever name it came in
         config.pluginmanager.register(Controller(session), f"{PLUGIN}-xdist")
 
 

@@ -36,6 +36,8 @@ MEASURES = (
     "judge verdicts, database queue",
     "kindgi test-run, jsonl, 4 jobs",
     "kindgi test-run, exec, 4 jobs",
+    "pytest plugin, -n 4",
+    "plain parametrized pytest, -n 4",
     "peak RSS per worker",
     "OTLP export, stored",
     "OTLP export, raw parse-and-discard",

@@ -117,6 +117,20 @@ def test_xdist_workers_share_one_run_and_send_each_case_once_through_a_flaky_ser
     assert len(sent) == 4  # one request a case, from whichever worker ran it
 
 
+def test_xdist_named_by_its_module_with_autoload_off_shares_the_run_too(
+    pytester, monkeypatch, served
+):
+    """CI jobs that turn plugin autoload off name xdist as `-p xdist.plugin`, not `xdist`."""
+    base, ids = served
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    result = run_suite(pytester, monkeypatch, base, ids, "--kindgi-candidate", "2.1.1",
+                       "-p", "xdist.plugin", "-n", "2")  # fmt: skip
+    result.assert_outcomes(passed=1, failed=2, skipped=1)
+    run = latest(base)
+    assert run["candidate"] == "2.1.1" and run["status"] == "done"
+    assert (run["cases"]["total"], run["cases"]["awaiting"], run["cases"]["pass"]) == (4, 0, 1)
+
+
 def test_a_refused_token_is_one_line_and_exit_4(pytester, monkeypatch, served):
     base, ids = served
     before = latest(base)["id"]
