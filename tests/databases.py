@@ -6,8 +6,10 @@ On SQLite that is a file copy. On PostgreSQL a `CREATE DATABASE … TEMPLATE …
 second and its `DROP DATABASE` a second or more under load (PostgreSQL 15 forces a checkpoint for
 each), most of a test's time: so a test's database, once the test is over, is renamed (whatever
 still holds the old name fails from then on), checked to have the template's schema and no planner
-statistics of its own, then emptied and refilled with the template's rows and sequence values, and
-serves a later test. A database that fails the check is dropped and a new copy made instead.
+statistics of its own, then emptied and refilled with the template's rows and sequence values and
+vacuumed to the template's table sizes, and serves a later test (its indexes hold the same entries,
+maybe on other page counts: see SIZES). A database that fails a check is dropped and a new copy
+made instead.
 """
 
 from __future__ import annotations
