@@ -1,6 +1,6 @@
 """Real databases for tests: SQLite files, or PostgreSQL databases when KINDGI_TEST_DATABASE_URL
 names a server. The test world is loaded once into a template; each test gets a database of its
-own holding exactly what the template holds, never a mock and never a shared database.
+own holding what the template holds, never a mock and never a shared database.
 
 On SQLite that is a file copy. On PostgreSQL a `CREATE DATABASE … TEMPLATE …` takes about half a
 second and its `DROP DATABASE` a second or more under load (PostgreSQL 15 forces a checkpoint for
