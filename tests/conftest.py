@@ -57,7 +57,8 @@ def pytest_sessionstart(session) -> None:
 @pytest.fixture(scope="session")
 def databases(tmp_path_factory) -> Iterator[Databases]:
     """This session's databases, with the test world loaded once into a template (password
-    hashing is slow on purpose); each test gets a copy."""
+    hashing is slow on purpose); each test gets a database holding what the template holds (on
+    PostgreSQL often an earlier test's, refilled: see tests/databases.py)."""
     dbs = Databases(tmp_path_factory.mktemp("databases"))
 
     def fill(url: str) -> None:
