@@ -5,8 +5,12 @@ per case still awaiting a result, and its outcome is its case's grade (docs/pyte
 
 Its options are `kindgi test-run`'s with a `kindgi-` prefix, and mean the same; the run's
 opening, finishing, comparing and gate are the command's own (`kindgi.runner.Grader`). Under
-pytest-xdist the controller opens the run and hands it and its cases to the workers, which send
-each case's result as its test answers.
+pytest-xdist the controller opens the run and hands it and its cases to the workers. A test's
+grade is reckoned where it runs, by the rules the server grades with (`kindgi.grading`, on the
+frozen expectation and the corrected run's calls), and its result sent with others in batches
+(`kindgi.runner.Sender`), as `kindgi test-run` sends them: a request a case, then another to read
+its grade, held the plugin to a few dozen cases a second. Only a case whose answer the judge
+grades is sent at once, and its grade read back once the judge has said.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import httpx
 import pytest
 
 from .client import ApiError
-from .runner import CannotRun, Grader
+from .grading import grade_case
+from .runner import CannotRun, Grader, Sender
 from .runner.agents import sendable
 from .runner.summary import lines, why
 
@@ -99,6 +104,7 @@ class Controller:
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["kindgi_run"] = self.session.run_id
         node.workerinput["kindgi_cases"] = self.session.cases
+        node.workerinput["kindgi_grading"] = self.session.grading
 
 
 class Session:
@@ -113,17 +119,26 @@ class Session:
         if self.worker:  # the controller opened the run
             self.run_id = config.workerinput["kindgi_run"]  # type: ignore[attr-defined]
             self.cases = config.workerinput["kindgi_cases"]  # type: ignore[attr-defined]
-            return
-        run = self.grader.open_run()
-        self.run_id = run["id"]
-        expects = {
-            case["id"]: case["expect"]
-            for case in self.client.export(self.agent, run["projectId"], version=run["version"])
-        }
-        self.cases = [
-            {**case, "expect": expects.get(case["caseId"])}
-            for case in self.client.cases_to_answer(self.agent, self.run_id, page_size=500)
-        ]
+            self.grading = config.workerinput["kindgi_grading"]  # type: ignore[attr-defined]
+        else:
+            run = self.grader.open_run()
+            self.run_id = run["id"]
+            # how the server grades this run: the items' threshold, and whether a judge answers
+            self.grading = (run["itemsThreshold"], "judge" in run)
+            frozen = {
+                case["id"]: case
+                for case in self.client.export(self.agent, run["projectId"], version=run["version"])
+            }
+            self.cases = [
+                {
+                    **case,
+                    "expect": frozen[case["caseId"]]["expect"],
+                    "corrected": frozen[case["caseId"]]["calls"] or [],
+                }
+                for case in self.client.cases_to_answer(self.agent, self.run_id, page_size=500)
+            ]
+        self.by_id = {case["caseId"]: case for case in self.cases}
+        self.sender = Sender(lambda batch: self.client.send_results(self.agent, self.run_id, batch))
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         if "kindgi_case" in metafunc.fixturenames:
@@ -131,8 +146,18 @@ class Session:
             metafunc.parametrize("kindgi_case", self.cases, ids=ids, indirect=True)
 
     def graded(self, result: dict[str, Any]) -> dict[str, Any]:
-        """Send one case's result; its grade, once the judge has said (within `--kindgi-wait`)."""
-        self.client.send_results(self.agent, self.run_id, [result])
+        """One case's result, queued to be sent, and its grade: reckoned here at once, or, for
+        an answer the judge grades, read back once the judge has said (within `--kindgi-wait`),
+        the queue sent first."""
+        case = self.by_id[result["caseId"]]
+        threshold, judged = self.grading
+        grade = grade_case(case["expect"], case["corrected"], result, threshold, judged)
+        self.sender.add(result)
+        if grade.parts.get("answer", {}).get("outcome") != "pending":
+            self.sender.send_due()
+            return {"caseId": case["caseId"], "outcome": grade.outcome, "reason": grade.reason,
+                    "parts": grade.parts}  # fmt: skip
+        self.sender.flush()
         deadline = time.monotonic() + self.wait
         while True:
             graded = self.client.result(self.agent, self.run_id, result["caseId"])
@@ -156,14 +181,17 @@ class Session:
         else:
             reason = "\n".join(call.excinfo.exconly().splitlines()[:5])
         case.answered = True
-        self.client.send_results(self.agent, self.run_id, [{"caseId": case.id, "error": reason}])
+        self.sender.add({"caseId": case.id, "error": reason})
+        self.sender.send_due()
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """The controller finishes the run, waits for the judge and checks the gate, which
-        alone sets the exit status when one is given."""
-        if self.worker:
-            return
+        """Each process sends the results it still holds; then the controller finishes the
+        run, waits for the judge and checks the gate, which alone sets the exit status when one
+        is given."""
         try:
+            self.sender.flush()
+            if self.worker:
+                return
             run, compared, verdict, code = self.grader.conclude(self.run_id)
         except (CannotRun, ApiError, httpx.TransportError) as exc:
             self.said = [f"kindgi: {exc}"]

@@ -114,7 +114,7 @@ def test_xdist_workers_share_one_run_and_send_each_case_once_through_a_flaky_ser
     starts = [key for path, key in posts if path.endswith("/test-runs")]
     assert len(starts) == 3 and len(set(starts)) == 1  # its answer lost twice: one run opened
     sent = {key for path, key in posts if path.endswith("/results")}
-    assert len(sent) == 4  # one request a case, from whichever worker ran it
+    assert 1 <= len(sent) <= 2  # each worker's results in one batch, at its end
 
 
 def test_xdist_named_by_its_module_with_autoload_off_shares_the_run_too(
