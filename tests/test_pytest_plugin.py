@@ -117,6 +117,23 @@ def test_xdist_workers_share_one_run_and_send_each_case_once_through_a_flaky_ser
     assert 1 <= len(sent) <= 2  # each worker's results in one batch, at its end
 
 
+def test_resume_makes_tests_of_the_cases_still_awaited_only(pytester, monkeypatch, served):
+    """`--kindgi-resume RUN` goes on with an interrupted run: a case it already has a result for
+    is no test, and is not sent again."""
+    base, ids = served
+    with Client(base, "kgi_admin") as kg:
+        run = kg.start_test_run(AGENT, P1, "2.2.0")
+        kg.send_results(AGENT, run["id"], [{"caseId": "cor-1", "output": {}, "calls": []}])
+    result = run_suite(pytester, monkeypatch, base, ids, "--kindgi-resume", run["id"], "-rA")
+    result.assert_outcomes(failed=2, skipped=1)  # cor-1 is no test
+    assert "[cor-1]" not in result.stdout.str()
+    with Client(base, "kgi_admin") as kg:
+        done = kg.test_run(AGENT, run["id"])
+        kept = kg.result(AGENT, run["id"], "cor-1")
+    assert done["status"] == "done" and done["cases"]["awaiting"] == 0
+    assert kept["outcome"] == "fail"  # the interrupted run's own answer: no call to lookup
+
+
 def test_xdist_named_by_its_module_with_autoload_off_shares_the_run_too(
     pytester, monkeypatch, served
 ):
