@@ -285,11 +285,11 @@ class _Loader:
         named = {r.get("replayOf") for _, r in self.entries("runs")} | self.cased
         wanted = sorted(i for i in named - own if isinstance(i, str))
         for first in range(0, len(wanted), 500):
-            for stored in db.session.scalars(
-                select(Run).where(Run.id.in_(wanted[first : first + 500]))
+            # the table's columns, not ORM objects: their deferred words were a query a run
+            for stored in db.session.execute(
+                select(*Run.__table__.columns).where(Run.id.in_(wanted[first : first + 500]))
             ):
-                run = {c.name: getattr(stored, c.name) for c in Run.__table__.columns}
-                self.runs[stored.id] = {**run, "_stored": True}
+                self.runs[stored.id] = {**stored._mapping, "_stored": True}
 
     def expect(self, entry: dict[str, Any], where: str) -> dict[str, Any]:
         """What the case expects, its body checked by the schema once per body object.
