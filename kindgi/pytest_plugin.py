@@ -21,12 +21,10 @@ import os
 import time
 from typing import Any
 
-import httpx
 import pytest
 
-from .client import ApiError
 from .grading import grade_case
-from .runner import CannotRun, Grader, Sender
+from .runner import STOPPED, Grader, Sender, stopped
 from .runner.agents import sendable
 from .runner.summary import lines, why
 
@@ -82,15 +80,8 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     try:
         session = Session(config, args)
-    except CannotRun as exc:
-        raise pytest.UsageError(f"kindgi: {exc}") from None
-    except ApiError as exc:
-        what = "the token (KINDGI_TOKEN)" if exc.code == "unauthenticated" else "the request"
-        raise pytest.UsageError(f"kindgi: the server refused {what}: {exc}") from None
-    except httpx.TransportError as exc:
-        raise pytest.UsageError(
-            f"kindgi: the server at {args.url} can't be reached: {exc}"
-        ) from None
+    except STOPPED as exc:
+        raise pytest.UsageError(stopped(exc, args.url)) from None
     config.pluginmanager.register(session, PLUGIN)
     if hasattr(config.hook, "pytest_configure_node"):  # xdist's, by whatever name it came in
         config.pluginmanager.register(Controller(session), f"{PLUGIN}-xdist")
@@ -199,8 +190,8 @@ class Session:
             if self.worker:
                 return
             run, compared, verdict, code = self.grader.conclude(self.run_id)
-        except (CannotRun, ApiError, httpx.TransportError) as exc:
-            self.said = [f"kindgi: {exc}"]
+        except STOPPED as exc:
+            self.said = [stopped(exc, self.grader.args.url)]
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
             return
         self.said = lines(run, compared, verdict)

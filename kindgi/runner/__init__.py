@@ -36,6 +36,19 @@ class CannotRun(Exception):
     """Why the command could not run (exit 2): one line, never a traceback."""
 
 
+STOPPED = (CannotRun, ApiError, httpx.TransportError)  # what stops a run before it is graded
+
+
+def stopped(exc: Exception, url: str) -> str:
+    """One line on what stopped `kindgi test-run` or the pytest plugin (one of `STOPPED`)."""
+    if isinstance(exc, ApiError):
+        what = "the token (KINDGI_TOKEN)" if exc.code == "unauthenticated" else "the request"
+        return f"kindgi: the server refused {what}: {exc}"
+    if isinstance(exc, httpx.TransportError):
+        return f"kindgi: the server at {url} can't be reached: {exc}"
+    return f"kindgi: {exc}"
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kindgi", description=__doc__.split("\n\n")[0])
     commands = p.add_subparsers(dest="command", required=True)
@@ -67,13 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return TestRun(args).run()
-    except CannotRun as exc:
-        print(f"kindgi: {exc}", file=sys.stderr)
-    except ApiError as exc:
-        what = "the token (KINDGI_TOKEN)" if exc.code == "unauthenticated" else "the request"
-        print(f"kindgi: the server refused {what}: {exc}", file=sys.stderr)
-    except httpx.TransportError as exc:
-        print(f"kindgi: the server at {args.url} can't be reached: {exc}", file=sys.stderr)
+    except STOPPED as exc:
+        print(stopped(exc, args.url), file=sys.stderr)
     except KeyboardInterrupt:
         print("kindgi: interrupted", file=sys.stderr)
     except Exception as exc:  # never a traceback: one line, exit 2
