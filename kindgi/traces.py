@@ -15,7 +15,8 @@ import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from functools import lru_cache
+from typing import Any, NamedTuple
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
@@ -47,12 +48,11 @@ _WANTED = frozenset(
 _JSON_MIME = "application/json"
 
 
-@dataclass(frozen=True)
-class SpanFacts:
-    """One span as a run needs it. `facts` is plain JSON (kept as it is by the service):
-    `place` (agent, project, version named by its resource or, on a root, by itself), `root`
-    (its input, output and error), `llm` (its input messages, output message and the tool
-    calls that asks for) or `tool` (name, args, id)."""
+class SpanFacts(NamedTuple):
+    """One span as a run needs it (a tuple: an export makes hundreds). `facts` is plain JSON
+    (kept as it is by the service): `place` (agent, project, version named by its resource
+    or, on a root, by itself), `root` (its input, output and error), `llm` (its input
+    messages, output message and the tool calls that asks for) or `tool` (name, args, id)."""
 
     trace_id: str  # hex
     span_id: str  # hex
@@ -110,30 +110,31 @@ def read_export(export: ExportTraceServiceRequest) -> Export:
 
     Of a trace's model calls only the first one's input can be a run's, and the first of all
     is the first of those in its own export, whichever export brings it: only that one's input
-    messages (a whole conversation, in each later call) are read."""
+    messages (a whole conversation, in each later call) are converted. Each attribute is read
+    out of protobuf once (`_read_attributes`): reading is most of an export's cost."""
     out = Export()
     read = []
     first: dict[bytes, tuple[int, bytes]] = {}  # a trace's first model call here
     for resource_spans in export.resource_spans:
-        resource = _attributes(resource_spans.resource.attributes)
+        resource, _ = _read_attributes(resource_spans.resource.attributes)
         placed = _place(resource, {})
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                if len(span.trace_id) != 16 or len(span.span_id) != 8:
+                trace_id, span_id = span.trace_id, span.span_id
+                if len(trace_id) != 16 or len(span_id) != 8:
                     out.unreadable += 1
                     continue
-                attrs = _attributes(span.attributes)
-                read.append((span, resource, placed, attrs))
+                attrs, inputs = _read_attributes(span.attributes)
+                read.append((span, resource, placed, attrs, inputs))
                 if _is_llm(attrs):
-                    at = (span.start_time_unix_nano, span.span_id)
-                    first[span.trace_id] = min(first.get(span.trace_id, at), at)
-    for span, resource, placed, attrs in read:
-        inputs = None
+                    at = (span.start_time_unix_nano, span_id)
+                    first[trace_id] = min(first.get(trace_id, at), at)
+    for span, resource, placed, attrs, inputs in read:
         root = not span.parent_span_id
-        if root or first.get(span.trace_id) == (span.start_time_unix_nano, span.span_id):
-            inputs = _attributes(span.attributes, inputs=True)
+        if not (root or first.get(span.trace_id) == (span.start_time_unix_nano, span.span_id)):
+            inputs = ()
         place = _place(resource, attrs) if root else placed
-        facts = span_facts(span, place, attrs, inputs)
+        facts = span_facts(span, place, attrs, {kv.key: _any(kv.value) for kv in inputs})
         out.traces.setdefault(facts.trace_id, []).append(facts)
     return out
 
@@ -282,22 +283,20 @@ def _oi_messages(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
     (or its `contents.{m}.message_content.text` parts) and `tool_calls.{m}.tool_call.…`."""
     found: dict[int, dict[str, Any]] = {}
     for key, value in attrs.items():
-        if not key.startswith(prefix):
+        said = _message_key(prefix, key)
+        if said is None:
             continue
-        index, _, rest = key[len(prefix) :].partition(".")
-        if not index.isdigit():
-            continue
-        message = found.setdefault(int(index), {"parts": {}, "calls": {}})
-        if rest in ("message.role", "message.content"):
-            message[rest] = value
-        elif rest.startswith(_PARTS):
-            part, _, name = rest[len(_PARTS) :].partition(".")
-            if part.isdigit() and name == "message_content.text" and value is not None:
-                message["parts"][int(part)] = value
-        elif rest.startswith(_CALLS):
-            call, _, name = rest[len(_CALLS) :].partition(".")
-            if call.isdigit():
-                message["calls"].setdefault(int(call), {})[name] = value
+        index, what, at, name = said
+        message = found.get(index)
+        if message is None:
+            message = found[index] = {"parts": {}, "calls": {}}
+        if what == "part":
+            if value is not None:
+                message["parts"][at] = value
+        elif what == "call":
+            message["calls"].setdefault(at, {})[name] = value
+        elif what:
+            message[what] = value
     out = []
     for _, message in sorted(found.items()):
         if "message.content" in message:
@@ -316,6 +315,30 @@ def _oi_messages(attrs: dict[str, Any], prefix: str) -> list[dict[str, Any]]:
 _PARTS, _CALLS = "message.contents.", "message.tool_calls."
 
 
+@lru_cache(maxsize=4096)
+def _message_key(prefix: str, key: str) -> tuple[int, str, int, str] | None:
+    """What a flattened message key says, as (message, what, at, name): `what` is
+    `message.role` or `message.content`, `part` (text part `at`), `call` (tool call `at`, its
+    field `name`) or empty (a field no run keeps); None for a key of no message. Cached:
+    the same keys come again."""
+    if not key.startswith(prefix):
+        return None
+    index, _, rest = key[len(prefix) :].partition(".")
+    if not index.isdigit():
+        return None
+    if rest in ("message.role", "message.content"):
+        return int(index), rest, 0, ""
+    if rest.startswith(_PARTS):
+        part, _, name = rest[len(_PARTS) :].partition(".")
+        if part.isdigit() and name == "message_content.text":
+            return int(index), "part", int(part), name
+    elif rest.startswith(_CALLS):
+        call, _, name = rest[len(_CALLS) :].partition(".")
+        if call.isdigit():
+            return int(index), "call", int(call), name
+    return int(index), "", 0, ""  # a message all the same, of a field no run keeps
+
+
 def _last(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
     return messages[-1] if messages else None
 
@@ -323,20 +346,34 @@ def _last(messages: list[dict[str, Any]]) -> dict[str, Any] | None:
 # ---------------------------------------------------------------- values
 
 
-def _attributes(pairs: Iterable[Any], inputs: bool = False) -> dict[str, Any]:
-    """The attributes a run is made of (the others are never converted); a model call's input
-    messages only with `inputs`, and then only those."""
-    if inputs:
-        return {
-            kv.key: _any(kv.value)
-            for kv in pairs
-            if kv.key == GENAI_INPUT or kv.key.startswith(OI_INPUT_MESSAGES)
-        }
-    return {
-        kv.key: _any(kv.value)
-        for kv in pairs
-        if kv.key in _WANTED or kv.key.startswith(OI_OUTPUT_MESSAGES)
-    }
+_SKIP, _KEEP, _INPUT = 0, 1, 2  # what an attribute is to a run (`_role`)
+
+
+@lru_cache(maxsize=4096)
+def _role(key: str) -> int:
+    """Whether a run is made of the attribute (`_KEEP`), is a model call's input messages
+    (`_INPUT`: converted only where they can be a run's input) or neither. Cached: spans of
+    one framework carry the same few keys."""
+    if key in _WANTED or key.startswith(OI_OUTPUT_MESSAGES):
+        return _KEEP
+    if key == GENAI_INPUT or key.startswith(OI_INPUT_MESSAGES):
+        return _INPUT
+    return _SKIP
+
+
+def _read_attributes(pairs: Iterable[Any]) -> tuple[dict[str, Any], list[Any]]:
+    """The attributes a run is made of, converted; and the input messages' pairs as they are
+    (the others are never converted)."""
+    attrs: dict[str, Any] = {}
+    inputs = []
+    for kv in pairs:
+        key = kv.key
+        role = _role(key)
+        if role == _KEEP:
+            attrs[key] = _any(kv.value)
+        elif role == _INPUT:
+            inputs.append(kv)
+    return attrs, inputs
 
 
 def _any(value: AnyValue) -> Any:
@@ -364,7 +401,7 @@ def _clean(text: str) -> str:
 def _json(text: str) -> Any:
     """`text` parsed as JSON (NUL escapes made U+FFFD), or None when it is not JSON."""
     try:
-        parsed = json.loads(text, parse_constant=_not_json)
+        parsed = _DECODER.decode(text)
     except (ValueError, RecursionError):
         return None
     return _cleaned(parsed) if "\\u0000" in text else parsed
@@ -372,6 +409,9 @@ def _json(text: str) -> Any:
 
 def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_not_json)  # made once: json.loads makes one a call
 
 
 def _cleaned(value: Any) -> Any:
