@@ -8,6 +8,7 @@ and flushes, and never commits or rolls back itself.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -37,6 +38,33 @@ def sql() -> Connection:
 def dialect() -> str:
     """The session's database, "sqlite" or "postgresql": the prebuilt statements of each."""
     return db.session.get_bind().dialect.name
+
+
+_MAX_PARAMETERS = 30_000  # in one statement: SQLite takes at most 32,766
+
+
+def insert_rows(head: str, rows: Sequence[tuple[Any, ...]], tail: str = "") -> None:
+    """Rows given straight to the driver as multi-row VALUES, as many a statement as its
+    parameters allow: `head` is `INSERT INTO table (columns)`, `tail` what a conflict does.
+    For hundreds of rows a request, where SQLAlchemy's work on each row's parameters weighed,
+    and executemany ran the statement once a row (SQLite then opened and closed a statement
+    transaction for each row's triggers and indexes). The values must be as the driver takes
+    them: JSON as text, and on SQLite a time as `sqlite_time` writes it."""
+    if not rows:
+        return
+    mark = "?" if dialect() == "sqlite" else "%s"
+    one = "(" + ", ".join([mark] * len(rows[0])) + ")"
+    per = max(_MAX_PARAMETERS // len(rows[0]), 1)
+    for at in range(0, len(rows), per):
+        chunk = rows[at : at + per]
+        values = ", ".join([one] * len(chunk))
+        params = tuple(value for row in chunk for value in row)
+        sql().exec_driver_sql(f"{head} VALUES {values} {tail}", params)
+
+
+def sqlite_time(when: datetime) -> str:
+    """A time as SQLAlchemy writes it into SQLite (what `insert_rows` must be given there)."""
+    return when.strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
 def insert_for(dialect_name: str, table: Any) -> Any:

@@ -36,7 +36,7 @@ from ..errors import AgentNotFound, RunNotFound, RunNotOfAgent, bad_input
 from ..models import Agent, Run, RunTool
 from . import search
 from .access import AgentRef, readable, scope
-from .common import clock, dialect, new_id, sql
+from .common import clock, dialect, insert_rows, new_id, sql, sqlite_time
 from .identity import Principal
 from .paging import Page, keyset_page, newest_first
 
@@ -89,9 +89,14 @@ def save_tools(*runs: dict[str, Any]) -> None:
     tool filter would miss a run (`kindgi check` names such a run)."""
     ids = [run["id"] for run in runs]
     sql().execute(delete(RunTool).where(RunTool.run_id.in_(ids)))
-    rows = [row for run in runs for row in tool_rows(run)]
-    if rows:
-        sql().execute(RunTool.__table__.insert(), rows)
+    sqlite = dialect() == "sqlite"
+    rows = [
+        (row["run_id"], row["tool"], row["agent_pk"], row["project_id"],
+         sqlite_time(row["at"]) if sqlite else row["at"])
+        for run in runs
+        for row in tool_rows(run)
+    ]  # fmt: skip
+    insert_rows("INSERT INTO run_tools (run_id, tool, agent_pk, project_id, at)", rows)
 
 
 def record_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> Run:

@@ -14,7 +14,6 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from functools import cache
 from typing import Any
 
 import orjson
@@ -27,7 +26,7 @@ from ..database import db
 from ..errors import DomainError, Forbidden
 from ..models import Agent, Run, TraceSpan
 from .access import AgentRef, scope
-from .common import clock, dialect, insert_for, sql
+from .common import clock, dialect, insert_rows, sql, sqlite_time
 from .identity import Principal
 from .runs import save_tools
 from .search import run_document
@@ -133,7 +132,7 @@ def ingest_traces(caller: Principal, export: ExportTraceServiceRequest) -> Inges
         raise Forbidden(rejected.result().message)  # the token may write none of it
     _keep_spans(kept, now)
     if runs:
-        sql().execute(_upsert_runs(dialect()), runs)
+        _upsert_runs(runs)
         save_tools(*runs)  # the runs inbox's tool filter: as the assembled calls say
     _note_versions(versions)
     return rejected.result()
@@ -260,37 +259,46 @@ def _dumps(facts: dict[str, Any]) -> str:
 
 
 def _keep_spans(kept: list[tuple[str, traces.SpanFacts]], now: datetime) -> None:
-    """New spans, in one statement given straight to the driver (hundreds of rows a request:
-    SQLAlchemy's work on each row's parameters was a fifth of the request); one kept already
-    stays."""
-    if not kept:
-        return
-    sqlite = dialect() == "sqlite"
-    # SQLite keeps a time as SQLAlchemy writes it; PostgreSQL takes the datetime
-    received = now.strftime("%Y-%m-%d %H:%M:%S.%f") if sqlite else now
+    """New spans, in one statement (a span kept already stays)."""
+    received = sqlite_time(now) if dialect() == "sqlite" else now
     rows = [
         (run_id, s.span_id, s.parent_id, s.start_ns, _dumps(s.facts), received)
         for run_id, s in kept
     ]
-    sql().exec_driver_sql(_INSERT_SPANS.replace("%s", "?") if sqlite else _INSERT_SPANS, rows)
+    insert_rows(_INSERT_SPANS, rows, "ON CONFLICT DO NOTHING")
 
 
-_INSERT_SPANS = (
-    "INSERT INTO trace_spans (run_id, span_id, parent_id, start_ns, facts, received_at) "
-    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+_INSERT_SPANS = "INSERT INTO trace_spans (run_id, span_id, parent_id, start_ns, facts, received_at)"
+
+
+def _upsert_runs(runs: list[dict[str, Any]]) -> None:
+    """The traces' runs, made or remade in one statement; an erased run keeps its cleared
+    content. JSON is written as SQLAlchemy's JSON type writes it (`json.dumps`), so a run
+    reads the same whichever way it came."""
+    sqlite = dialect() == "sqlite"
+    rows = [
+        tuple(
+            json.dumps(run[name]) if name in _JSON_COLUMNS
+            else sqlite_time(run[name]) if sqlite and name == "at"
+            else run[name]
+            for name in _RUN_COLUMNS
+        )
+        for run in runs
+    ]  # fmt: skip
+    insert_rows(_INSERT_RUNS, rows, _REMADE)
+
+
+_RUN_COLUMNS = (
+    "id", "tenant_id", "agent_pk", "project_id", "version", "status", "input", "output",
+    "search_text", "calls", "erased", "replay_of", "at", "trace_id", "error",
+)  # fmt: skip
+_JSON_COLUMNS = frozenset({"input", "output", "calls"})
+_INSERT_RUNS = f"INSERT INTO runs ({', '.join(_RUN_COLUMNS)})"
+_REMADE = (
+    "ON CONFLICT (id) DO UPDATE SET "
+    + ", ".join(f"{name} = excluded.{name}" for name in _ASSEMBLED)
+    + " WHERE NOT runs.erased"
 )
-
-
-@cache
-def _upsert_runs(dialect_name: str) -> Any:
-    """A trace's run, made or remade; an erased run keeps its cleared content."""
-    table = Run.__table__
-    insert = insert_for(dialect_name, table)
-    return insert.on_conflict_do_update(
-        index_elements=[table.c.id],
-        set_={name: insert.excluded[name] for name in _ASSEMBLED},
-        where=table.c.erased.is_(False),
-    )
 
 
 def _note_versions(versions: dict[int, set[str]]) -> None:
