@@ -23,12 +23,14 @@ from .errors import BadInput, RequestTooLarge, UnsupportedMediaType, bad_input
 from .schemas.cases import (
     BulkRestoreBody,
     BulkRetireBody,
+    BulkTagsBody,
     CasesQuery,
     ExportQuery,
     RestoreBody,
     RetireBody,
     ReviseBody,
     SnapshotOut,
+    TagsBody,
     case_json,
     revision_json,
 )
@@ -151,6 +153,14 @@ def restore_cases(agent_id: str):
     return jsonify(data=[case_json(case) for case in cases])
 
 
+@bp.post("/agents/<agent_id>/test-set/cases/tags")
+def tag_cases(agent_id: str):
+    args = body(BulkTagsBody)
+    cases = service.tag_cases(g.caller, agent_id, args["projectId"], args["caseIds"],
+                              args.get("add", []), args.get("remove", []))  # fmt: skip
+    return jsonify(data=[case_json(case) for case in cases])
+
+
 @bp.get("/agents/<agent_id>/test-set/export")
 def export(agent_id: str):
     args = query(ExportQuery)
@@ -189,6 +199,15 @@ def restore_case(agent_id: str, case_id: str):
 def revise_case(agent_id: str, case_id: str):
     args, if_match = body(ReviseBody), request.headers.get("If-Match")
     return _one_case(service.revise_case(g.caller, agent_id, case_id, args, if_match))
+
+
+@bp.post("/agents/<agent_id>/test-set/cases/<case_id>/tags")
+def tag_case(agent_id: str, case_id: str):
+    args = body(TagsBody)
+    case = service.tag_case(
+        g.caller, agent_id, case_id, args.get("add", []), args.get("remove", [])
+    )
+    return _one_case(case)
 
 
 @bp.get("/agents/<agent_id>/test-set/cases/<case_id>/revisions")

@@ -11,6 +11,7 @@ record commit together. Another tenant's things look exactly like things that do
 - `cases`: listing, reading, retiring and restoring cases
 - `corrections`: making cases from runs (corrections and hand cases)
 - `revisions`: revising a case's expectation, and its revisions
+- `tags`: tagging cases, one or several at once
 - `runs`: recording and listing runs (filtered: the runs inbox's list and the API's)
 - `inbox`: what the runs inbox reads: a page of runs with the filters' choices, a run with the
   cases made from it
@@ -81,6 +82,7 @@ from .run_pages import (
     test_set_runs,
 )
 from .runs import list_runs, new_case_runs, record_run
+from .tags import tag_case, tag_cases
 from .test_runs import (
     RunView,
     cancel_test_run,
@@ -166,6 +168,8 @@ __all__ = [
     "set_correction_status",
     "sign_in",
     "start_test_run",
+    "tag_case",
+    "tag_cases",
     "test_set",
     "test_set_runs",
     "user_principal",

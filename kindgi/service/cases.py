@@ -16,7 +16,7 @@ from sqlalchemy import Select, Text, bindparam, cast, func, literal_column, sele
 
 from ..database import db
 from ..errors import CaseActive, CaseNotFound, CaseRetired
-from ..models import Case, Snapshot, VersionMember
+from ..models import Case, CaseTag, Snapshot, VersionMember
 from ..schemas.cases import CASE_FIELDS
 from . import search
 from .access import AgentRef, Grants, find_agent, grants, readable
@@ -47,6 +47,16 @@ def _cases_query(
 ) -> Select[Any]:
     """The cases list's statement for one shape of filters (`given` names the other filters
     present), built once."""
+    if "tag" in given and how is None:
+        # one tag: its rows in `case_tags`, walked newest first, each joined to its case
+        query = select(*CASE_COLUMNS).join(CaseTag, CaseTag.case_id == Case.id)
+        query = _filtered(query, dialect_name, retired_too, one_kind, given - {"tag"}, how)
+        query = query.where(
+            CaseTag.agent_pk == bindparam("agent_pk"),
+            CaseTag.project_id == bindparam("project_id"),
+            CaseTag.tag == bindparam("tag"),
+        )
+        return newest_first(query, CaseTag.added_at, CaseTag.case_id, after)
     query = _filtered(select(*CASE_COLUMNS), dialect_name, retired_too, one_kind, given, how)
     if how == search.WALK and dialect_name == "sqlite":
         query = query.add_cte(search.window(after))
@@ -116,6 +126,13 @@ def _filtered(
         query = query.where(Case.added_at >= bindparam("added_after", type_=Case.added_at.type))
     if "added_before" in given:
         query = query.where(Case.added_at < bindparam("added_before", type_=Case.added_at.type))
+    if given & {"tag", "tags"}:  # any of them
+        tagged = select(CaseTag.case_id).where(CaseTag.case_id == Case.id)
+        if "tag" in given:
+            tagged = tagged.where(CaseTag.tag == bindparam("tag"))
+        else:
+            tagged = tagged.where(CaseTag.tag.in_(bindparam("tags", expanding=True)))
+        query = query.where(tagged.exists())
     return query
 
 
@@ -139,6 +156,10 @@ def _filters(
 ) -> _Filters:
     kinds = sorted(set(kind.split(","))) if kind else ["correction", "hand"]
     given = {name: value for name, value in filters.items() if value is not None}
+    if "tag" in given and len(given["tag"]) > 1:  # several tags: any of them
+        given["tags"] = given.pop("tag")
+    elif "tag" in given:
+        given["tag"] = given["tag"][0]
     binding = {
         "list": "cases",
         "agent": agent.pk,
@@ -203,6 +224,7 @@ SEARCH_FILTERS = (
     "run_id",
     "added_after",
     "added_before",
+    "tag",
 )
 
 
@@ -339,12 +361,17 @@ def _restore(cases: list[Case]) -> None:
     db.session.flush()
 
 
-def _publishable_cases(
-    caller: Principal, agent_id: str, project_id: str, case_ids: list[str], *, retired: bool
+def publishable_cases(
+    caller: Principal,
+    agent_id: str,
+    project_id: str,
+    case_ids: list[str],
+    *,
+    retired: bool | None = None,
 ) -> list[Case]:
     """The named cases of one test set, locked for a change (in id order, so two changes lock
-    alike), once the caller may publish there: all of them in the state `retired` says, or a
-    refusal naming those that are not (404 for cases the set lacks, then 409)."""
+    alike), once the caller may publish there: all of them in the state `retired` says (if it
+    says one), or a refusal naming those that are not (404 for cases the set lacks, then 409)."""
     agent, may = readable(caller, agent_id, project_id)
     cases = db.session.scalars(
         select(Case)
@@ -361,6 +388,8 @@ def _publishable_cases(
     if missing:
         raise CaseNotFound(details={"caseIds": missing})
     may.require("publish", agent, project_id)
+    if retired is None:
+        return list(cases)
     wrong = [case.id for case in cases if (case.retired_at is not None) != retired]
     if wrong:
         raise (CaseActive if retired else CaseRetired)(details={"caseIds": wrong})
@@ -371,7 +400,7 @@ def retire_cases(
     caller: Principal, agent_id: str, project_id: str, case_ids: list[str], reason: str
 ) -> list[Case]:
     """Retire several cases of one test set at once: all of them, or none."""
-    cases = _publishable_cases(caller, agent_id, project_id, case_ids, retired=False)
+    cases = publishable_cases(caller, agent_id, project_id, case_ids, retired=False)
     _retire(cases, caller, reason)
     return cases
 
@@ -380,7 +409,7 @@ def restore_cases(
     caller: Principal, agent_id: str, project_id: str, case_ids: list[str]
 ) -> list[Case]:
     """Restore several retired cases of one test set at once: all of them, or none."""
-    cases = _publishable_cases(caller, agent_id, project_id, case_ids, retired=True)
+    cases = publishable_cases(caller, agent_id, project_id, case_ids, retired=True)
     _restore(cases)
     return cases
 

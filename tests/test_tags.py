@@ -1,0 +1,128 @@
+"""Tagging cases over HTTP (docs/design.md §4.5): one case or several at once (all or nothing),
+the tags on a case, the cases list's `tag` filter bound into its cursor, and refusals that each
+change nothing.
+
+The set is acme.drafting in P1: the world's cor-1 and case-2 active, case-1 retired.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import AGENT, P1, ok, refused
+
+V = f"/v1/agents/{AGENT}"
+CASES = f"{V}/test-set/cases"
+
+
+def tag(api, case_id: str, as_: str = "admin", **body: Any):
+    return api.post(f"{CASES}/{case_id}/tags", body, as_=as_)
+
+
+def tag_many(api, case_ids: list[str], **body: Any):
+    return api.post(f"{CASES}/tags", {"projectId": P1, "caseIds": case_ids, **body})
+
+
+def listed(api, tags: str, **more: Any) -> list[str]:
+    query = "&".join(f"{k}={v}" for k, v in {"projectId": P1, "tag": tags, **more}.items())
+    return [case["id"] for case in ok(api.get(f"{CASES}?{query}"))["data"]]
+
+
+def test_a_case_shows_its_tags_sorted_and_none_when_it_has_none(api):
+    assert "tags" not in ok(api.get(f"{CASES}/case-2"))
+    resp = tag(api, "case-2", add=["smoke", "billing", "from-march-2"])
+    assert ok(resp)["tags"] == ["billing", "from-march-2", "smoke"]
+    assert resp.headers["ETag"] == '"r1"'  # tags are not the expectation
+    assert ok(api.get(f"{CASES}/case-2"))["tags"] == ["billing", "from-march-2", "smoke"]
+    assert ok(tag(api, "case-2", remove=["smoke"], add=["billing"]))["tags"] == [
+        "billing",
+        "from-march-2",
+    ]
+    assert "tags" not in ok(tag(api, "case-2", remove=["billing", "from-march-2"]))
+    assert "tags" not in ok(api.get(f"{CASES}/case-2"))
+
+
+def test_a_retired_case_keeps_and_takes_tags(api):
+    assert ok(tag(api, "case-1", add=["old"]))["tags"] == ["old"]
+    assert listed(api, "old", include="retired") == ["case-1"]
+    assert listed(api, "old") == []
+
+
+def test_the_list_filters_by_any_of_the_tags_and_binds_them_into_its_cursor(api):
+    ok(tag(api, "case-2", add=["billing"]))
+    ok(tag(api, "cor-1", add=["smoke"]))
+    assert listed(api, "billing") == ["case-2"]
+    assert listed(api, "smoke") == ["cor-1"]
+    assert sorted(listed(api, "smoke,billing")) == ["case-2", "cor-1"]
+    assert listed(api, "nothing-here") == []
+    first = ok(api.get(f"{CASES}?projectId={P1}&tag=smoke,billing&limit=1"))
+    assert first["hasMore"]
+    rest = ok(
+        api.get(f"{CASES}?projectId={P1}&tag=smoke,billing&limit=1&cursor={first['nextCursor']}")
+    )
+    assert [c["id"] for c in first["data"] + rest["data"]] == listed(api, "smoke,billing")
+    other = api.get(f"{CASES}?projectId={P1}&tag=smoke&limit=1&cursor={first['nextCursor']}")
+    assert refused(other, 400, "bad-input")["details"]["reason"] == "cursor-mismatch"
+
+
+def test_several_cases_are_tagged_at_once(api):
+    both = ok(tag_many(api, ["cor-1", "case-2"], add=["smoke"]))["data"]
+    assert [(c["id"], c["tags"]) for c in both] == [("case-2", ["smoke"]), ("cor-1", ["smoke"])]
+    assert sorted(listed(api, "smoke")) == ["case-2", "cor-1"]
+    ok(tag_many(api, ["cor-1"], remove=["smoke"]))
+    assert listed(api, "smoke") == ["case-2"]
+
+
+def test_a_tag_never_makes_a_new_version(api):
+    first = ok(api.post(f"{V}/test-runs", {"projectId": P1, "candidate": "2"}), 201)
+    ok(tag(api, "case-2", add=["smoke"]))
+    again = ok(api.post(f"{V}/test-runs", {"projectId": P1, "candidate": "2"}), 201)
+    assert again["version"] == first["version"]
+
+
+TWENTY = [f"t{n:02d}" for n in range(20)]
+
+
+@pytest.mark.parametrize(
+    ("why", "call", "status", "code", "named"),
+    [
+        ("an upper-case tag", lambda api: tag(api, "case-2", add=["Billing"]), 400,
+         "bad-input", "'Billing'"),
+        ("a tag starting with a hyphen", lambda api: tag(api, "case-2", add=["ok", "-x"]), 400,
+         "bad-input", "'-x'"),
+        ("a tag of 41 characters", lambda api: tag(api, "case-2", add=["a" * 41]), 400,
+         "bad-input", "a" * 41),
+        ("a 21st tag", lambda api: tag(api, "cor-1", add=["t20"]), 400, "bad-input", "'t20'"),
+        ("21 tags at once", lambda api: tag(api, "case-2", add=[*TWENTY, "u"]), 400,
+         "bad-input", "add"),
+        ("nothing to do", lambda api: tag(api, "case-2"), 400, "bad-input", "add"),
+        ("a tag added and removed", lambda api: tag(api, "case-2", add=["x"], remove=["x"]),
+         400, "bad-input", "Both added and removed: x."),
+        ("a reader", lambda api: tag(api, "case-2", as_="reader", add=["x"]), 403, "forbidden",
+         ""),
+        ("another tenant", lambda api: tag(api, "case-2", as_="globex", add=["x"]), 404,
+         "case-not-found", ""),
+        ("another tenant's case", lambda api: tag(api, "cor-g", add=["x"]), 404,
+         "case-not-found", ""),
+        ("an unknown case among several", lambda api: tag_many(api, ["case-2", "case-nope"],
+                                                               add=["x"]), 404,
+         "case-not-found", "case-nope"),
+        ("a bad tag among several", lambda api: tag_many(api, ["case-2"], add=["x", "Y"]), 400,
+         "bad-input", "'Y'"),
+        ("a 21st tag on one of several", lambda api: tag_many(api, ["case-2", "cor-1"],
+                                                              add=["t20"]), 400,
+         "bad-input", "cor-1"),
+    ],
+    ids=lambda v: v if isinstance(v, str) and " " in v else "",
+)  # fmt: skip
+def test_a_refused_tagging_changes_nothing(api, unchanged, why, call, status, code, named):
+    ok(tag(api, "cor-1", add=TWENTY))
+    with unchanged():
+        err = refused(call(api), status, code)
+    assert named in str(err.get("details", ""))
+
+
+def test_a_bad_tag_in_the_filter_is_named(api):
+    err = refused(api.get(f"{CASES}?projectId={P1}&tag=ok,No"), 400, "bad-input")
+    assert "'No'" in str(err["details"]["fields"]["tag"])
