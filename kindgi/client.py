@@ -134,6 +134,7 @@ class TestRunOptions(TypedDict, total=False):
     label: str  # a branch, a pull request
     metadata: dict[str, Any]  # a commit, a CI URL… (at most 4000 characters of JSON)
     items_threshold: float  # 0..1, 0.8 unless told
+    tags: list[str]  # grade only the cases with any of these tags
 
 
 def _camel(name: str) -> str:
@@ -439,6 +440,8 @@ class Client:
         (docs/design.md §9.2). No case to grade is `409 nothing-to-grade`."""
         options = _checked(options, TestRunOptions)
         body = _query(project_id=project_id, candidate=candidate, **options)
+        if "tags" in options:  # a list in the body, not a query's comma-joined text
+            body["tags"] = list(options["tags"])
         return self._json("POST", self._agent(agent, "test-runs"), body=body)
 
     def test_runs(

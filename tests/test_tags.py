@@ -126,3 +126,58 @@ def test_a_refused_tagging_changes_nothing(api, unchanged, why, call, status, co
 def test_a_bad_tag_in_the_filter_is_named(api):
     err = refused(api.get(f"{CASES}?projectId={P1}&tag=ok,No"), 400, "bad-input")
     assert "'No'" in str(err["details"]["fields"]["tag"])
+
+
+# ---------------------------------------------------------------- test runs on tags
+
+RUNS = f"{V}/test-runs"
+
+
+def start(api, **body: Any):
+    return api.post(RUNS, {"projectId": P1, "candidate": "2.0.0", **body})
+
+
+def done(api, run: dict[str, Any], calls: dict[str, list[dict[str, Any]]]) -> None:
+    """The run finished with the candidate calling `calls[caseId]` (or nothing) for each case."""
+    cases = ok(api.get(f"{RUNS}/{run['id']}/cases?limit=100"))["data"]
+    sent = [{"caseId": c["caseId"], "output": None, "calls": calls.get(c["caseId"], [])}
+            for c in cases]  # fmt: skip
+    if ok(api.post(f"{RUNS}/{run['id']}/results", {"results": sent}))["run"]["status"] == "open":
+        ok(api.post(f"{RUNS}/{run['id']}/finish", {}))
+
+
+def test_a_run_on_tags_grades_the_cases_with_any_of_them_in_the_whole_sets_version(api):
+    whole = ok(start(api), 201)
+    ok(tag(api, "cor-1", add=["smoke"]))
+    ok(tag(api, "case-1", add=["smoke"]))  # retired: in no version
+    some = ok(start(api, tags=["smoke", "billing"]), 201)
+    assert some["tags"] == ["billing", "smoke"] and "tags" not in whole
+    assert some["version"] == whole["version"]
+    assert some["cases"]["total"] == 1
+    cases = ok(api.get(f"{RUNS}/{some['id']}/cases?limit=100"))["data"]
+    assert [c["caseId"] for c in cases] == ["cor-1"]
+    refused(start(api, tags=["nobody-has-it"]), 409, "nothing-to-grade")
+
+
+def test_comparing_runs_on_different_tags_pairs_only_the_cases_both_had(api):
+    lookup = {"cor-1": [{"tool": "lookup", "args": {}}]}
+    whole = ok(start(api), 201)
+    done(api, whole, {})
+    ok(tag(api, "cor-1", add=["smoke"]))
+    some = ok(start(api, tags=["smoke"], baseline=whole["id"]), 201)
+    done(api, some, lookup)
+    found = ok(api.get(f"{RUNS}/{some['id']}/compare/{whole['id']}?limit=100"))
+    assert found["sharedOnly"] is True
+    assert [(p["caseId"], p["change"]) for p in found["data"]] == [("cor-1", "fixed")]
+    assert found["counts"]["gone"] == 0 and found["counts"]["new"] == 0
+    assert found["counts"]["fixed"] == 1
+    same = ok(api.get(f"{RUNS}/{whole['id']}/compare/{whole['id']}"))
+    assert "sharedOnly" not in same
+
+
+def test_a_bad_tag_starts_no_run(api, unchanged):
+    with unchanged():
+        err = refused(start(api, tags=["ok", "Not-ok"]), 400, "bad-input")
+    assert "'Not-ok'" in str(err["details"]["fields"])
+    with unchanged():
+        refused(start(api, tags=[f"t{n}" for n in range(21)]), 400, "bad-input")

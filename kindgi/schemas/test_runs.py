@@ -11,7 +11,7 @@ from marshmallow import Schema, ValidationError, fields, validate, validates_sch
 
 from ..grading import CHANGES, PARTS
 from ..judge import PROMPT_VERSION
-from .cases import SnapshotOut
+from .cases import MAX_TAGS, SnapshotOut, Tag
 from .common import (
     Actor,
     Cursor,
@@ -80,6 +80,14 @@ class StartTestRunBody(StrictSchema):
         metadata={"description": "At most 4000 characters of canonical JSON (a commit, a URL)."},
     )
     itemsThreshold = JsonNumber(validate=validate.Range(min=0, max=1))
+    tags = fields.List(
+        Tag(),
+        validate=validate.Length(min=1, max=MAX_TAGS),
+        metadata={
+            "description": "Grade only the cases with any of these tags (as tagged when the "
+            "run starts); the version frozen is the whole set's."
+        },
+    )
 
     @validates_schema
     def _rules(self, data: dict[str, Any], **_: Any) -> None:
@@ -253,6 +261,7 @@ class TestRunOut(Schema):
     baseline = fields.String()
     rerunOf = fields.String()
     only = fields.List(fields.String())
+    tags = fields.List(fields.String())
     label = fields.String()
     metadata = fields.Dict()
     itemsThreshold = fields.Float(required=True)
@@ -334,6 +343,12 @@ class ComparePage(PageOut):
     data = fields.List(fields.Nested(CompareRow), required=True)
     counts = fields.Nested(ChangeCounts, required=True)
     pValue = fields.Float(required=True)
+    sharedOnly = fields.Boolean(
+        metadata={
+            "description": "true when the two runs were started on different tags: only the "
+            "cases both graded are compared (none is new or gone); left out otherwise."
+        }
+    )
 
 
 class VersionCases(Schema):
@@ -399,6 +414,8 @@ def test_run_json(view: Any, wilson: Any) -> dict[str, Any]:
         out["baseline"] = run.baseline_id
     if run.rerun_of_id:
         out["rerunOf"], out["only"] = run.rerun_of_id, run.only.split(",")
+    if run.tags:
+        out["tags"] = run.tags
     if run.label is not None:
         out["label"] = run.label
     if run.meta is not None:

@@ -296,6 +296,7 @@ class Comparison:
     counts: dict[str, int]
     p_value: float
     baseline: TestRun
+    shared_only: bool = False  # started on different tags: only the cases both had are paired
 
 
 def _change_sql(mine: Any, theirs: Any) -> Any:
@@ -332,10 +333,11 @@ def compare(
     require(caller, "read", agent, run.project_id)
     if other.project_id != run.project_id:
         raise TestRunsNotComparable(details={"testRunId": other_id})
+    shared_only = (run.tags or None) != (other.tags or None)
     counts = (
         dict(run.tallies["comparison"])
-        if run.baseline_pk == other.pk and "comparison" in run.tallies
-        else _count_changes(run.pk, other.pk)
+        if run.baseline_pk == other.pk and "comparison" in run.tallies and not shared_only
+        else _count_changes(run.pk, other.pk, shared_only)
     )
     wanted = set(change or CHANGES)
     binding = {
@@ -347,13 +349,14 @@ def compare(
     after = after_id(cursor, binding)
     mine, theirs = RunCase.__table__.alias("mine"), RunCase.__table__.alias("theirs")
     change_of = _change_sql(mine, theirs)
-    pairs = mine.outerjoin(
+    pairs = mine.join(
         theirs,
         and_(
             theirs.c.run_pk == other.pk,
             theirs.c.case_id == mine.c.case_id,
             theirs.c.case_id > after,  # a merge join starts there, not at the top
         ),
+        isouter=not shared_only,
     )
     revised: Any = null()
     if run.version_pk != other.version_pk:  # a case revised between the two versions
@@ -377,7 +380,7 @@ def compare(
         if wanted != set(CHANGES):
             paired = paired.where(change_of.in_(sorted(wanted)))
         rows += sql().execute(paired).all()
-    if "gone" in wanted and counts["gone"]:
+    if "gone" in wanted and counts["gone"] and not shared_only:
         gone = (
             select(theirs.c.case_id, literal("gone"), null(), theirs.c.outcome, null(), null())
             .where(
@@ -394,7 +397,7 @@ def compare(
     rows.sort(key=lambda row: row[0])
     page = id_page(rows[: limit + 1], limit, binding)
     p_value = grading.mcnemar_p(counts["regressed"], counts["fixed"])
-    return Comparison(page, counts, p_value, other)
+    return Comparison(page, counts, p_value, other, shared_only)
 
 
 def _with_revisions(pairs: Any, mine: Any, version_pk: int, other_pk: int) -> tuple[Any, Any]:
@@ -408,22 +411,27 @@ def _with_revisions(pairs: Any, mine: Any, version_pk: int, other_pk: int) -> tu
     return pairs, other.c.revision != own.c.revision
 
 
-def _count_changes(run_pk: int, other_pk: int) -> dict[str, int]:
-    """Every change's count for two runs with no kept comparison: one pass over the pairs."""
+def _count_changes(run_pk: int, other_pk: int, shared_only: bool = False) -> dict[str, int]:
+    """Every change's count for two runs with no kept comparison: one pass over the pairs (only
+    the cases both have, when `shared_only`: none is then new or gone)."""
     mine, theirs = RunCase.__table__.alias("mine"), RunCase.__table__.alias("theirs")
     change_of = _change_sql(mine, theirs)
     counts = dict.fromkeys(CHANGES, 0)
     for name, n in sql().execute(
         select(change_of, func.count())
         .select_from(
-            mine.outerjoin(
-                theirs, and_(theirs.c.run_pk == other_pk, theirs.c.case_id == mine.c.case_id)
+            mine.join(
+                theirs,
+                and_(theirs.c.run_pk == other_pk, theirs.c.case_id == mine.c.case_id),
+                isouter=not shared_only,
             )
         )
         .where(mine.c.run_pk == run_pk)
         .group_by(change_of)
     ):
         counts[name] += n
+    if shared_only:
+        return counts
     counts["gone"] = (
         sql()
         .execute(

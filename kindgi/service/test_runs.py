@@ -23,7 +23,7 @@ from ..errors import (
     TestRunsNotComparable,
 )
 from ..grading import CHANGES
-from ..models import Case, RunCase, Snapshot, TestRun, VersionMember
+from ..models import Case, CaseTag, RunCase, Snapshot, TestRun, VersionMember
 from .access import AgentRef, find_agent, readable, require, scope
 from .common import analyze, bulk, clock, judge_settings, new_id, sql
 from .identity import Principal
@@ -105,7 +105,8 @@ def _done_run_of_set(
 
 def start_test_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> RunView:
     """Freeze the set (or reuse the unchanged version, or the re-run's) and open a run over its
-    cases, narrowed by `weighting` and, for a re-run, by `only`."""
+    cases, narrowed by `weighting`, by `tags` (cases with any of them) and, for a re-run, by
+    `only`. The run's cases (`test_run_cases`) are the record of which it had."""
     project_id = body["projectId"]
     agent, grants = scope(caller, agent_id, project_id)
     grants.require("write", agent, project_id)
@@ -132,6 +133,7 @@ def start_test_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> Ru
         baseline_id=baseline.id if baseline else None,
         rerun_of_id=rerun.id if rerun else None,
         only=",".join(body["only"]) if rerun else None,
+        tags=sorted(set(body["tags"])) if "tags" in body else None,
         label=body.get("label"),
         meta=body.get("metadata"),
         items_threshold=body.get("itemsThreshold", 0.8),
@@ -155,6 +157,13 @@ def start_test_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> Ru
             RunCase.outcome.in_(["fail" if o == "failed" else "error" for o in body["only"]]),
         )
         members = members.where(VersionMember.case_id.in_(redo))
+    if run.tags:  # the cases tagged with any of them, as tagged now
+        tagged = select(CaseTag.case_id).where(
+            CaseTag.agent_pk == agent.pk,
+            CaseTag.project_id == project_id,
+            CaseTag.tag.in_(run.tags),
+        )
+        members = members.where(VersionMember.case_id.in_(tagged))
     sql().execute(RunCase.__table__.insert().from_select(["run_pk", "case_id", "outcome"], members))
     total = (
         sql()
