@@ -129,9 +129,12 @@ def list_cases(agent_id: str):
 
 @bp.post("/agents/<agent_id>/test-set/cases")
 def add_case(agent_id: str):
-    case = service.add_hand_case(g.caller, agent_id, body(AddCaseBody))
+    case, duplicates = service.add_hand_case(g.caller, agent_id, body(AddCaseBody))
+    out = case_json(case)
+    if duplicates:
+        out["duplicates"] = duplicates
     return (
-        jsonify(case_json(case)),
+        jsonify(out),
         201,
         {"Location": _case_url(agent_id, case.id)},
     )

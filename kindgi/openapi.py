@@ -10,6 +10,7 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Flask
 
 from .schemas.cases import (
+    AddedCaseOut,
     BulkRestoreBody,
     BulkRetireBody,
     BulkTagsBody,
@@ -171,7 +172,7 @@ OPERATIONS: dict[str, Operation] = {
         None,
         AddCaseBody,
         201,
-        CaseOut,
+        AddedCaseOut,
         (410,),
     ),
     "api.get_case": Operation(

@@ -325,8 +325,14 @@ def new_case(agent_id: str):
         try:
             if errors:
                 raise bad_input(errors)
-            created = service.add_hand_case(current_user, agent_id, load(AddCaseBody, body))
-            flash("Case added.")
+            created, duplicates = service.add_hand_case(
+                current_user, agent_id, load(AddCaseBody, body)
+            )
+            flash(
+                f"Case added. Its run's {', '.join(duplicates)} already expected the same."
+                if duplicates
+                else "Case added."
+            )
             return redirect(url_for("pages.case", agent_id=agent_id, case_id=created.id), 303)
         except DomainError as err:  # shown next to the fields it names, or above the form
             fields = (err.details or {}).get("fields")

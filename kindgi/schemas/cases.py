@@ -233,6 +233,18 @@ class CaseOut(OmitEmpty):
     expert = fields.Boolean()
 
 
+class AddedCaseOut(CaseOut):
+    """A case just added, and what it duplicates."""
+
+    duplicates = fields.List(
+        fields.String(),
+        metadata={
+            "description": "The other active cases of the same run expecting exactly the same, "
+            "by id; left out when none. The case is added all the same."
+        },
+    )
+
+
 # A case's fields in the order `case_json` reads a list's row; the service selects them so.
 CASE_FIELDS = (
     "added_at", "id", "kind", "project_id", "run_id", "made_on", "expect", "expert",
