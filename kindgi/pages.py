@@ -29,7 +29,14 @@ from jsonpointer import JsonPointerException, resolve_pointer
 
 from . import case_form, http, reports, service, views
 from .errors import BadInput, DomainError, TooManyAttempts, bad_input
-from .schemas.cases import BulkRestoreBody, BulkRetireBody, CasesQuery, ExportQuery, RetireBody
+from .schemas.cases import (
+    BulkRestoreBody,
+    BulkRetireBody,
+    CasesQuery,
+    ExportQuery,
+    RetireBody,
+    ReviseBody,
+)
 from .schemas.common import Paging, TestSetQuery, load
 from .schemas.corrections import AddCaseBody
 from .schemas.identity import NewTokenBody
@@ -296,6 +303,47 @@ def restore(agent_id: str, case_id: str):
     service.restore_case(current_user, agent_id, case_id)
     flash("The case is restored: test runs check it again.")
     return redirect(url_for("pages.case", agent_id=agent_id, case_id=case_id), 303)
+
+
+@bp.route("/agents/<agent_id>/test-set/cases/<case_id>/revise", methods=["GET", "POST"])
+@login_required
+def revise(agent_id: str, case_id: str):
+    """The revise form: the case's expectation as a hand case's body (JSON), prefilled, and a
+    note; "Show the change" shows the difference, "Save the revision" saves it, naming the
+    revision the form was read at (a case revised since is refused, never overwritten)."""
+    view = service.get_case(current_user, agent_id, case_id)
+    now = json.dumps(service.body_of(view.case.expect), indent=2, ensure_ascii=False)
+    form = request.form
+    text, note = form.get("expect", now), form.get("note", "")
+    etag = form.get("etag", service.etag(view.case))
+    errors: dict[str, list[str]] = {}
+    diff: list[tuple[str, str]] = []
+    status = 200
+    if request.method == "POST":
+        try:
+            body = load(ReviseBody, {**_json_object(text), "note": note.strip()})
+            asked = {name: value for name, value in body.items() if name != "note"}
+            diff = views.line_diff(now, json.dumps(asked, indent=2, ensure_ascii=False))
+            if form.get("action") == "save":
+                service.revise_case(current_user, agent_id, case_id, body, etag)
+                flash("The case is revised: runs started from now on grade with it.")
+                return redirect(url_for("pages.case", agent_id=agent_id, case_id=case_id), 303)
+        except DomainError as err:
+            errors = (err.details or {}).get("fields") or {"_body": [err.message]}
+            status = err.status
+    context = {"view": view, "text": text, "note": note, "etag": etag, "errors": errors}
+    return render_template("case_revise.html", diff=diff, **context), status
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """The form's expectation: a JSON object, or a refusal naming the field."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise bad_input({"expect": ["Not valid JSON."]}) from None
+    if not isinstance(value, dict):
+        raise bad_input({"expect": ["An object, as a hand case's body is."]})
+    return value
 
 
 # ---------------------------------------------------------------- experts: adding a case

@@ -7,6 +7,7 @@ fraction of that, and the page answers at half the JSON list's rate or better.
 
 from __future__ import annotations
 
+import difflib
 import html
 from collections import Counter
 from datetime import datetime
@@ -110,6 +111,19 @@ def one_line(value: Any) -> str:
 
 def _compact(value: Any) -> str:
     return value if isinstance(value, str) else orjson.dumps(value).decode()
+
+
+def line_diff(before: str, after: str) -> list[tuple[str, str]]:
+    """Two texts' lines as a diff shows them: (`same`, `del` or `add`, the line), in order."""
+    old, new = before.splitlines(), after.splitlines()
+    out: list[tuple[str, str]] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new).get_opcodes():
+        if op == "equal":
+            out += [("same", line) for line in old[i1:i2]]
+            continue
+        out += [("del", line) for line in old[i1:i2]]
+        out += [("add", line) for line in new[j1:j2]]
+    return out
 
 
 def tools_line(calls: Any) -> str:

@@ -41,7 +41,13 @@ from .cases import (
     retire_cases,
 )
 from .common import clock
-from .corrections import add_hand_case, expect_of, record_correction, set_correction_status
+from .corrections import (
+    add_hand_case,
+    body_of,
+    expect_of,
+    record_correction,
+    set_correction_status,
+)
 from .counts import Counts, overview, rebuild_tallies, test_set, week_of
 from .health import questions_waiting, readiness, require_metrics_token
 from .identity import (
@@ -118,6 +124,7 @@ __all__ = [
     "TestSetRuns",
     "add_hand_case",
     "authenticate",
+    "body_of",
     "cancel_test_run",
     "case_history",
     "cases_page",

@@ -53,6 +53,22 @@ def expect_of(body: dict[str, Any]) -> dict[str, Any]:
     return expect
 
 
+def body_of(expect: dict[str, Any]) -> dict[str, Any]:
+    """What a case expects as the body that would give it (the inverse of `expect_of`): what
+    the revise form starts from."""
+    body: dict[str, Any] = {}
+    if "decisions" in expect:
+        body["decisions"] = expect["decisions"]["verdict"]
+        body.update({k: expect["decisions"][k] for k in ("shouldCall", "mustNotCall")
+                     if k in expect["decisions"]})  # fmt: skip
+    if "answer" in expect:
+        body["answer"] = expect["answer"]["verdict"]
+        body.update({k: expect["answer"][k] for k in ("shouldSay", "why") if k in expect["answer"]})
+    if "items" in expect:
+        body["items"] = expect["items"]
+    return body
+
+
 def case_refusal(run: Any) -> DomainError | None:
     """Why no case may be made from this run (anything with its `status`, `erased` and
     `replay_of`), or None: the pages offer "add a case" only where it would be allowed."""
