@@ -32,6 +32,7 @@ from .errors import BadInput, DomainError, TooManyAttempts, bad_input
 from .schemas.cases import (
     BulkRestoreBody,
     BulkRetireBody,
+    BulkTagsBody,
     CasesQuery,
     ExportQuery,
     RetireBody,
@@ -48,7 +49,7 @@ bp = Blueprint("pages", __name__)
 CASE_ROWS, ITEM_ROWS = 2, 2  # empty rows offered on a fresh form
 
 
-SEARCH_FIELDS = ("q", "tool", "expert", "addedBy", "addedAfter", "addedBefore")
+SEARCH_FIELDS = ("q", "tool", "expert", "addedBy", "addedAfter", "addedBefore", "tag")
 
 
 def register_filters(app: Flask) -> None:
@@ -235,9 +236,12 @@ def export(agent_id: str):
 @bp.post("/agents/<agent_id>/test-set/cases/bulk")
 @login_required
 def bulk(agent_id: str):
-    """Retire or restore the cases ticked on the cases page, all or none, then back to it."""
+    """Retire, restore, tag or untag the cases ticked on the cases page, all or none, then back
+    to it."""
     form = request.form
     back = _safe_next(form.get("back"))
+    if form.get("action") in ("tag", "untag"):
+        return _bulk_tags(agent_id, form, back)
     retiring = form.get("action") == "retire"
     fields = {"projectId": form.get("projectId", ""), "caseIds": form.getlist("caseIds")}
     if retiring:
@@ -262,6 +266,29 @@ def bulk(agent_id: str):
     return redirect(back, 303)
 
 
+def _bulk_tags(agent_id: str, form: Any, back: str) -> ResponseReturnValue:
+    """Add the tags typed (comma- or space-separated) to the ticked cases, or take them off."""
+    named = [t for t in re.split(r"[,\s]+", form.get("tags", "").strip()) if t]
+    way = "add" if form.get("action") == "tag" else "remove"
+    fields = {
+        "projectId": form.get("projectId", ""),
+        "caseIds": form.getlist("caseIds"),
+        way: named,
+    }
+    try:
+        args = load(BulkTagsBody, fields)
+        done = service.tag_cases(current_user, agent_id, args["projectId"], args["caseIds"],
+                                 args.get("add", []), args.get("remove", []))  # fmt: skip
+    except DomainError as err:
+        if err.status in (401, 403, 404) and "caseIds" not in (err.details or {}):
+            raise
+        flash(f"Nothing was changed: {_bulk_refusal(err)}")
+        return redirect(back, 303)
+    verb = "Tagged" if way == "add" else "Untagged"
+    flash(f"{verb} {len(done)} case{'s' if len(done) != 1 else ''}: {', '.join(named)}.")
+    return redirect(back, 303)
+
+
 def _bulk_refusal(err: DomainError) -> str:
     """Why a bulk change was refused, in the page's words."""
     details = err.details or {}
@@ -272,6 +299,10 @@ def _bulk_refusal(err: DomainError) -> str:
         return "tick at least one case (500 at most)."
     if "reason" in fields:
         return "say why the cases are retired."
+    tagged = fields.get("add") or fields.get("remove")
+    if tagged:  # a list's messages, or each bad tag's by its place
+        said = tagged if isinstance(tagged, list) else [m for ms in tagged.values() for m in ms]
+        return " ".join(said)
     return err.message
 
 

@@ -147,9 +147,9 @@ def swap() -> bool:
 def case_rows(rows: Any, case_url: str, words: set[str], may_publish: bool) -> Markup:
     """The rows of the cases list, each a case's id and address (`case_url` and its id), kind,
     the version it was made on, what it expects (the searched words marked), who added it and
-    when, and whether it is retired; with a box to tick when the caller may retire or restore
-    it. `rows` are rows of the list (each expectation the JSON text stored), read by position
-    (`schemas.cases.CASE_FIELDS`).
+    when, and whether it is retired, its tags beside its id; with a box to tick when the caller
+    may change it. `rows` are rows of the list (each expectation the JSON text stored), read by
+    position (`schemas.cases.CASE_FIELDS`).
 
     Written as one text in Python, not a template loop: Jinja's per-row filter calls, Markup's
     `%` and an escape per cell were most of the page's time. Every text from the database is
@@ -157,8 +157,13 @@ def case_rows(rows: Any, case_url: str, words: set[str], may_publish: bool) -> M
     url = html.escape(case_url)
     out = []
     for (added_at, ident, kind, _, _, made_on, expect, expert, by_kind, by_id, _, _, _, _,
-         retired_at, _, _) in rows:  # fmt: skip
+         retired_at, _, tags) in rows:  # fmt: skip
         case_id = html.escape(ident)
+        chips = (
+            "".join(f' <span class="tag">{html.escape(t)}</span>' for t in tags.split(","))
+            if tags
+            else ""
+        )
         said = summary(orjson.loads(expect))
         said = highlighted(said, words) if words else html.escape(said)
         out.append(  # a cell a line, as a template would write them: the text has its spaces
@@ -169,7 +174,7 @@ def case_rows(rows: Any, case_url: str, words: set[str], may_publish: bool) -> M
                 if may_publish
                 else ""
             )
-            + f'\n  <td><a href="{url}{case_id}">{case_id}</a></td>'
+            + f'\n  <td><a href="{url}{case_id}">{case_id}</a>{chips}</td>'
             f"\n  <td>{'correction' if kind == 'correction' else 'by hand'}"
             f"{_EXPERT if expert else ''}</td>"
             f"\n  <td>{html.escape(made_on)}</td>"
