@@ -144,9 +144,12 @@ def swap() -> bool:
     )
 
 
-def case_rows(rows: Any, case_url: str, words: set[str], may_publish: bool) -> Markup:
+def case_rows(
+    rows: Any, case_url: str, words: set[str], may_publish: bool, asked: dict[str, Any]
+) -> Markup:
     """The rows of the cases list, each a case's id and address (`case_url` and its id), kind,
-    the version it was made on, what it expects (the searched words marked), who added it and
+    the version it was made on, what its run was asked (`asked`, by run id, in a line), what it
+    expects (the searched words marked), who added it and
     when, and whether it is retired, its tags beside its id; with a box to tick when the caller
     may change it. `rows` are rows of the list (each expectation the JSON text stored), read by
     position (`schemas.cases.CASE_FIELDS`).
@@ -156,7 +159,7 @@ def case_rows(rows: Any, case_url: str, words: set[str], may_publish: bool) -> M
     escaped (`html.escape`) once, here."""
     url = html.escape(case_url)
     out = []
-    for (added_at, ident, kind, _, _, made_on, expect, expert, by_kind, by_id, _, _, _, _,
+    for (added_at, ident, kind, _, run_id, made_on, expect, expert, by_kind, by_id, _, _, _, _,
          retired_at, _, tags) in rows:  # fmt: skip
         case_id = html.escape(ident)
         chips = (
@@ -178,6 +181,7 @@ def case_rows(rows: Any, case_url: str, words: set[str], may_publish: bool) -> M
             f"\n  <td>{'correction' if kind == 'correction' else 'by hand'}"
             f"{_EXPERT if expert else ''}</td>"
             f"\n  <td>{html.escape(made_on)}</td>"
+            f'\n  <td class="summary">{html.escape(one_line(asked.get(run_id)))}</td>'
             f'\n  <td class="summary">{said}</td>'
             f"\n  <td>{_who(by_id, by_kind)}</td>"
             f"\n  <td>{_time(added_at)}</td>"

@@ -230,15 +230,17 @@ SEARCH_FILTERS = (
 
 @dataclass
 class CasesView:
-    """What the cases page shows: a page of cases, the counts, whether the caller may publish
-    (add, retire, restore) there; with the counts, the tools to filter by and, when filtered,
-    how many cases match (up to `MAX_COUNTED + 1`)."""
+    """What the cases page shows: a page of cases with what each one's run was asked, the
+    counts, whether the caller may publish (add, retire, restore, tag) there; with the counts,
+    the tools to filter by and, when filtered, how many cases match (up to
+    `MAX_COUNTED + 1`)."""
 
     page: Page
     counts: Counts | None
     may_publish: bool
     tools: list[str] = field(default_factory=list)
     matching: int | None = None
+    asked: dict[str, Any] = field(default_factory=dict)  # each run's input, by run id
 
 
 def cases_page(
@@ -248,13 +250,22 @@ def cases_page(
     needs no counts)."""
     agent, may = readable(caller, agent_id, project_id)
     page = _cases_of(caller, agent, project_id, **filters)
+    asked = _inputs({row.run_id for row in page.items})
     if not with_counts:
-        return CasesView(page, None, may.may_publish)
+        return CasesView(page, None, may.may_publish, asked=asked)
     counts, tools = page_counts(agent.pk, agent.id, project_id)
-    view = CasesView(page, counts, may.may_publish, tools)
+    view = CasesView(page, counts, may.may_publish, tools, asked=asked)
     if any(filters.get(name) is not None for name in SEARCH_FILTERS):
         view.matching = _count(caller, agent, project_id, filters)
     return view
+
+
+def _inputs(run_ids: set[str]) -> dict[str, Any]:
+    """What each of these runs was asked (its snapshot's input), by run id: a page's worth."""
+    if not run_ids:
+        return {}
+    found = select(Snapshot.run_id, Snapshot.input).where(Snapshot.run_id.in_(sorted(run_ids)))
+    return dict(sql().execute(found).all())
 
 
 def _count(caller: Principal, agent: AgentRef, project_id: str, args: dict[str, Any]) -> int:
