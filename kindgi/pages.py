@@ -420,6 +420,8 @@ def new_case(agent_id: str):
             status = err.status
     else:
         errors = {}  # a form being filled in is not judged yet
+    tools = [row["tool"] for row in shown["shouldCall"] if row["tool"]]
+    alike = service.look_alikes(current_user, agent_id, project_id, run and run.id, tools)
     extra = form.get("more")
     rows = {
         "shouldCall": max(len(shown["shouldCall"]) + (extra == "shouldCall"), CASE_ROWS),
@@ -436,6 +438,7 @@ def new_case(agent_id: str):
         shown=shown,
         errors=errors,
         rows=rows,
+        look_alikes=[(row.id, views.summary(json.loads(row.expect))) for row in alike],
     ), status
 
 

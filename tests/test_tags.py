@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import AGENT, P1, ok, refused
+from conftest import AGENT, P1, ok, refused, sign_in
 
 V = f"/v1/agents/{AGENT}"
 CASES = f"{V}/test-set/cases"
@@ -181,3 +181,23 @@ def test_a_bad_tag_starts_no_run(api, unchanged):
     assert "'Not-ok'" in str(err["details"]["fields"])
     with unchanged():
         refused(start(api, tags=[f"t{n}" for n in range(21)]), 400, "bad-input")
+
+
+# ---------------------------------------------------------------- look-alikes on the add-case form
+
+
+def test_the_add_case_form_shows_the_cases_that_look_alike(client, api):
+    """Issue 24: the active cases of the run picked, and those expecting a tool typed, each a
+    link; retired ones never."""
+    ok(api.post(CASES, {"runId": "run-2", "decisions": "wrong", "mustNotCall": ["x"],
+                        "shouldCall": [{"tool": "search"}]}), 201)  # fmt: skip
+    sign_in(client, "publisher@acme.test", "publisher-pass-1")
+    form = f"/agents/{AGENT}/test-set/cases/new?projectId={P1}"
+    nothing = client.get(form).text
+    assert "Cases that look alike" not in nothing
+    picked = client.get(f"{form}&runId=run-1").text
+    assert "Cases that look alike" in picked
+    assert f'href="/agents/{AGENT}/test-set/cases/cor-1"' in picked
+    assert '/test-set/cases/case-1"' not in picked  # retired
+    typed = client.get(f"{form}&shouldCall-0-tool=search").text
+    assert "decisions wrong: call search" in typed

@@ -214,6 +214,23 @@ def list_cases(caller: Principal, agent_id: str, project_id: str, **filters: Any
     return _cases_of(caller, agent, project_id, **filters)
 
 
+def look_alikes(
+    caller: Principal, agent_id: str, project_id: str, run_id: str | None, tools: list[str]
+) -> list[Any]:
+    """Active cases that look like one being added (rows of the list): its run's, then those
+    whose expectation names a tool it expects (a few of each tool's newest), each once, ten
+    at most: the add-case form shows them so that an expert rarely adds a duplicate."""
+    agent, _ = readable(caller, agent_id, project_id)
+    found: dict[str, Any] = {}
+    if run_id:
+        for row in _cases_of(caller, agent, project_id, run_id=run_id, limit=10).items:
+            found.setdefault(row.id, row)
+    for tool in sorted(set(tools))[:3]:
+        for row in _cases_of(caller, agent, project_id, tool=tool, limit=5).items:
+            found.setdefault(row.id, row)
+    return list(found.values())[:10]
+
+
 MAX_COUNTED = 10_000  # past this many matches the page says "over 10,000"
 SEARCH_FILTERS = (
     "q",
