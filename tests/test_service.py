@@ -41,7 +41,8 @@ def true_counts(agent_pk: int, project_id: str) -> tuple[int, int]:
 def test_a_hand_case_is_added_with_its_run_snapshot_and_counted(ctx):
     admin = principal("admin")
     before = service.test_set(admin, AGENT, P1)
-    case = service.add_hand_case(admin, AGENT, {"runId": "run-2", "answer": "right"})
+    case, duplicates = service.add_hand_case(admin, AGENT, {"runId": "run-2", "answer": "right"})
+    assert duplicates == []
     assert case.id.startswith("case-") and case.kind == "hand" and case.expert
     assert case.expect == {"answer": {"verdict": "right"}}
     assert db.session.get(Snapshot, "run-2").output == {"answer": "two"}
@@ -140,7 +141,7 @@ def test_the_multi_project_rule_needs_write_on_the_cases_project(ctx):
             principal("publisher"), MULTI, {"runId": "run-multi", "answer": "right"}
         )
     assert refused.value.details == {"needs": [{"permission": "write", "project": P2}]}
-    case = service.add_hand_case(
+    case, _ = service.add_hand_case(
         principal("expert"), MULTI, {"runId": "run-multi", "answer": "right"}
     )
     assert case.project_id == P2
