@@ -101,6 +101,7 @@ class CaseFilters(TypedDict, total=False):
     run_id: str  # cases of this run
     added_after: datetime | str  # added at or after
     added_before: datetime | str  # added before
+    tag: str | list[str]  # cases with any of these tags
     page_size: int  # rows a request, 1..100 (the API's `limit`)
 
 

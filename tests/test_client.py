@@ -432,3 +432,13 @@ def test_an_answer_that_is_no_envelope_is_still_an_api_error(kg):
         kg.cases(AGENT, P1, tool="x" * 9000)
     assert (refused.value.status, refused.value.code) == (414, "unexpected-answer")
     assert refused.value.message and refused.value.details == {}
+
+
+def test_the_cases_filter_by_tag(base, kg):
+    """Issue 24: `tag` filters the cases, a list meaning any of them (tags change no version,
+    so the module's other tests see the same set)."""
+    url = f"{base}/v1/agents/{AGENT}/test-set/cases/cor-1/tags"
+    tagged = httpx.post(url, json={"add": ["smoke"]}, headers={"Authorization": "Bearer kgi_admin"})
+    assert tagged.status_code == 200, tagged.text
+    assert [c["id"] for c in kg.cases(AGENT, P1, tag=["smoke", "none-yet"])] == ["cor-1"]
+    assert [c["id"] for c in kg.cases(AGENT, P1, tag="none-yet")] == []
