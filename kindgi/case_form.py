@@ -153,6 +153,20 @@ def _rows(form: Mapping[str, str], prefix: str, names: tuple[str, ...]) -> list[
     return [r for r in rows if any(r.values())]
 
 
+def calls_taken(body: dict[str, Any], result: dict[str, Any] | None) -> dict[str, Any]:
+    """A case's body with the calls a candidate made as what it should call (run triage: the
+    candidate was right and the expectation wrong): its other parts as they are."""
+    calls = [
+        {"tool": call["tool"], **({"args": call["args"]} if call.get("args") else {})}
+        for call in (result or {}).get("calls") or []
+        if isinstance(call, dict) and isinstance(call.get("tool"), str)
+    ]
+    out = {k: v for k, v in body.items() if k not in ("decisions", "shouldCall", "mustNotCall")}
+    if calls:
+        return {"decisions": "wrong", "shouldCall": calls, **out}
+    return {"decisions": "right", **out}
+
+
 def shown_fields(form: Mapping[str, str]) -> dict[str, Any]:
     """The add-case form's fields as typed, trimmed, empty rows left out: what to show again."""
     shown: dict[str, Any] = {

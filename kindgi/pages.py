@@ -346,7 +346,12 @@ def revise(agent_id: str, case_id: str):
     view = service.get_case(current_user, agent_id, case_id)
     now = json.dumps(service.body_of(view.case.expect), indent=2, ensure_ascii=False)
     form = request.form
-    text, note = form.get("expect", now), form.get("note", "")
+    start = now
+    if request.args.get("takeCallsFrom"):  # a test run's failing case: its candidate's calls
+        result = service.get_result(current_user, agent_id, request.args["takeCallsFrom"], case_id)
+        taken = case_form.calls_taken(service.body_of(view.case.expect), result.row.result)
+        start = json.dumps(taken, indent=2, ensure_ascii=False)
+    text, note = form.get("expect", start), form.get("note", "")
     etag = form.get("etag", service.etag(view.case))
     errors: dict[str, list[str]] = {}
     diff: list[tuple[str, str]] = []

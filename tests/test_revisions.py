@@ -230,3 +230,17 @@ def test_the_revise_form_is_prefilled_shows_the_change_then_saves_it(app, client
     assert stale.status_code == 412 and "revised since" in stale.text
     bad = client.post(page, data={**data, "expect": "{", "action": "preview"})
     assert bad.status_code == 400 and "Not valid JSON." in bad.text
+
+
+def test_a_failing_case_of_a_run_offers_to_revise_it_taking_the_candidates_calls(client, api):
+    case = add(api, **LOOKUP)
+    run = start(api)
+    assert graded(api, run, case["id"]) == "fail"  # the candidate called `search`
+    sign_in(client, "publisher@acme.test", "publisher-pass-1")
+    shown = client.get(f"/agents/{AGENT}/test-runs/{run['id']}/results/{case['id']}").text
+    taking = f"/agents/{AGENT}/test-set/cases/{case['id']}/revise?takeCallsFrom={run['id']}"
+    assert taking in shown.replace("&amp;", "&")
+    form = client.get(taking).text
+    prefilled = json.loads(form.split('name="expect"')[1].split(">", 1)[1].split("</textarea>")[0]
+                           .replace("&#34;", '"').replace("&quot;", '"'))  # fmt: skip
+    assert prefilled == {"decisions": "wrong", "shouldCall": SEARCHING}
