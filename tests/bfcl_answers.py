@@ -23,6 +23,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 WHEELS = Path("/tmp/kindgi-bfcl")
+# The release whose data and checker docs/grading.md's figures are of: a later one may change both
+VERSION = "2026.3.23"
 MODEL = "kindgi"  # the model name the checker is told: it writes function names as given
 PER_CATEGORY = 100  # 5 categories: 500 entries
 
@@ -42,20 +44,20 @@ class Unreachable(Exception):
 
 def wheel_data() -> Path:
     """The unpacked wheel's package directory (bfcl_eval), downloading it once."""
-    wheels = sorted(WHEELS.glob("bfcl_eval-*.whl"))
-    if not wheels:
+    wheel = WHEELS / f"bfcl_eval-{VERSION}-py3-none-any.whl"
+    if not wheel.exists():
         done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "bfcl-eval", "--no-deps", "-d", str(WHEELS)],
+            [sys.executable, "-m", "pip", "download", f"bfcl-eval=={VERSION}", "--no-deps",
+             "-d", str(WHEELS)],
             capture_output=True,
             text=True,
-        )
-        wheels = sorted(WHEELS.glob("bfcl_eval-*.whl"))
-        if not wheels:
+        )  # fmt: skip
+        if not wheel.exists():
             raise Unreachable(done.stderr.strip().splitlines()[-1:] or ["pip download failed"])
-    unpacked = WHEELS / wheels[-1].stem
+    unpacked = WHEELS / wheel.stem
     if not (unpacked / "bfcl_eval").is_dir():
-        with zipfile.ZipFile(wheels[-1]) as wheel:
-            wheel.extractall(unpacked)
+        with zipfile.ZipFile(wheel) as opened:
+            opened.extractall(unpacked)
     return unpacked
 
 
