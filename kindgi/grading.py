@@ -28,7 +28,7 @@ import json
 import math
 import re
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +68,45 @@ def _args(call: dict[str, Any]) -> dict[str, Any]:
     return args if isinstance(args, dict) else {}
 
 
+def _differences(
+    entry: dict[str, Any], args: dict[str, Any], exactly: bool
+) -> Iterator[tuple[str, Callable[[], dict[str, Any]]]]:
+    """Each field a call's arguments get wrong for an entry, as it is found, with how to say
+    why: a listed `args` field not equal, a `match` field its matcher refuses, and with
+    `exactly` an argument the entry names nowhere. Lazy, so that telling whether a call fits
+    stops at the first and says nothing."""
+    for field, expected in (entry.get("args") or {}).items():
+        if field not in args:
+            yield field, lambda expected=expected: {"expected": expected}
+        elif not json_equal(args[field], expected):
+            yield (
+                field,
+                lambda field=field, expected=expected: {
+                    "expected": expected,
+                    "got": args[field],
+                },
+            )
+    for field, matcher in (entry.get("match") or {}).items():
+        if not matchers.fits(matcher, args, field):
+            yield field, lambda field=field, matcher=matcher: _failed_match(field, matcher, args)
+    if exactly:
+        for field in matchers.unnamed(entry, args):
+            yield (
+                field,
+                lambda field=field: {
+                    "got": args[field],
+                    "why": f"`{field}`: not named by the entry",
+                },
+            )
+
+
+def _failed_match(field: str, matcher: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    said = {"match": matcher, "why": matchers.why_not(field, matcher, args)}
+    if field in args:
+        said["got"] = args[field]
+    return said
+
+
 def _differs(
     entry: dict[str, Any], args: dict[str, Any], exactly: bool = False
 ) -> dict[str, dict[str, Any]]:
@@ -75,21 +114,14 @@ def _differs(
     was expected and what came (a field the call lacks has no `got`: absent differs from every
     value, null included); each `match` field it fails with the matcher and `why` in words;
     with `exactly`, each argument the entry names nowhere."""
-    differs: dict[str, dict[str, Any]] = {}
-    for field, expected in (entry.get("args") or {}).items():
-        if field not in args:
-            differs[field] = {"expected": expected}
-        elif not json_equal(args[field], expected):
-            differs[field] = {"expected": expected, "got": args[field]}
-    for field, matcher in (entry.get("match") or {}).items():
-        if not matchers.fits(matcher, args, field):
-            differs[field] = {"match": matcher, "why": matchers.why_not(field, matcher, args)}
-            if field in args:
-                differs[field]["got"] = args[field]
-    if exactly:
-        for field in matchers.unnamed(entry, args):
-            differs[field] = {"got": args[field], "why": f"`{field}`: not named by the entry"}
-    return differs
+    return {field: say() for field, say in _differences(entry, args, exactly)}
+
+
+def _fits(entry: dict[str, Any], call: dict[str, Any], exactly: bool) -> bool:
+    """Whether a call meets an entry: its tool, and no field it gets wrong."""
+    if call.get("tool") != entry["tool"]:
+        return False
+    return next(_differences(entry, _args(call), exactly), None) is None
 
 
 def _maximum_matching(adjacent: list[list[int]]) -> dict[int, int]:
@@ -169,12 +201,7 @@ def _decisions_wrong(expect: dict[str, Any], calls: list[dict[str, Any]]) -> dic
     must_not_call: list[str] = list(expect.get("mustNotCall") or [])
     exactly = bool(expect.get("exactly"))
     adjacent = [
-        [
-            i
-            for i, call in enumerate(calls)
-            if call.get("tool") == entry["tool"] and not _differs(entry, _args(call), exactly)
-        ]
-        for entry in should_call
+        [i for i, call in enumerate(calls) if _fits(entry, call, exactly)] for entry in should_call
     ]
     owner = _maximum_matching(adjacent)
     matched, used = set(owner.values()), set(owner)

@@ -13,7 +13,6 @@ import json
 import math
 import unicodedata
 from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -144,7 +143,23 @@ def problems(matcher: Any) -> list[str]:
 # --- grading a value -------------------------------------------------------------------------
 
 
-def _normaliser(ignore: list[Any]) -> Callable[[str], str]:
+_KEPT = 4096  # normalisers and validators kept, by their rules' text, before starting afresh
+_normalisers: dict[str, Callable[[str], str]] = {}
+_validators: dict[str, Callable[[Any], bool]] = {}
+
+
+def _kept(cache: dict[str, Any], key: str, make: Callable[[], Any]) -> Any:
+    """`cache[key]`, made once: a request's expectations are new objects each time, so they
+    are kept by their text (`repr`: cheap, and as distinct as the JSON values it shows)."""
+    found = cache.get(key)
+    if found is None:
+        if len(cache) >= _KEPT:
+            cache.clear()
+        found = cache[key] = make()
+    return found
+
+
+def _make_normaliser(ignore: list[Any]) -> Callable[[str], str]:
     """The text as the `ignore` rules see it: case folded, whitespace, punctuation or the
     named characters removed, in the order listed."""
     steps: list[Callable[[str], str]] = []
@@ -169,38 +184,31 @@ def _normaliser(ignore: list[Any]) -> Callable[[str], str]:
     return normalise
 
 
-@lru_cache(maxsize=4096)
-def _compiled(text: str) -> Callable[[Any], bool]:
-    """A matcher (as sorted JSON text) as a test of a present value, made once and kept: a
-    JSON Schema's validator and a text's normalised forms cost more to make than to use."""
-    matcher = json.loads(text)
+def _text_fits(matcher: dict[str, Any], value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    ignore = matcher.get("ignore") or []
+    normalise = _kept(_normalisers, repr(ignore), lambda: _make_normaliser(ignore))
+    texts = matcher["text"] if isinstance(matcher["text"], list) else [matcher["text"]]
+    said = normalise(value)
+    return any(normalise(text) == said for text in texts)
+
+
+def _present_fits(matcher: dict[str, Any], value: Any) -> bool:
+    """Whether a value that is there meets the matcher (its `type`, then its kind)."""
     wanted_type = matcher.get("type")
+    if wanted_type is not None and not _type_fits(wanted_type, value):
+        return False
     if "anyOf" in matcher:
-        options = matcher["anyOf"]
-
-        def test(value: Any) -> bool:
-            return any(json_equal(value, option) for option in options)
-    elif "text" in matcher:
-        normalise = _normaliser(matcher.get("ignore", []))
-        texts = matcher["text"] if isinstance(matcher["text"], list) else [matcher["text"]]
-        accepted = {normalise(t) for t in texts}
-
-        def test(value: Any) -> bool:
-            return isinstance(value, str) and normalise(value) in accepted
-    elif "number" in matcher:
-        centre, tolerance = matcher["number"], matcher.get("tolerance", 0)
-
-        def test(value: Any) -> bool:
-            return _is_number(value) and abs(value - centre) <= tolerance
-    else:
-        test = Draft202012Validator(matcher["schema"]).is_valid
-    if wanted_type is None:
-        return test
-    return lambda value: _type_fits(wanted_type, value) and test(value)
-
-
-def _key(matcher: dict[str, Any]) -> str:
-    return json.dumps(matcher, sort_keys=True, ensure_ascii=False)
+        return any(json_equal(value, option) for option in matcher["anyOf"])
+    if "text" in matcher:
+        return _text_fits(matcher, value)
+    if "number" in matcher:
+        tolerance = matcher.get("tolerance", 0)
+        return _is_number(value) and abs(value - matcher["number"]) <= tolerance
+    schema = matcher["schema"]
+    valid = _kept(_validators, repr(schema), lambda: Draft202012Validator(schema).is_valid)
+    return valid(value)
 
 
 def fits(matcher: dict[str, Any], args: dict[str, Any], name: str) -> bool:
@@ -208,7 +216,7 @@ def fits(matcher: dict[str, Any], args: dict[str, Any], name: str) -> bool:
     optional one."""
     if name not in args:
         return bool(matcher.get("optional"))
-    return _compiled(_key(matcher))(args[name])
+    return _present_fits(matcher, args[name])
 
 
 def _shown(value: Any) -> str:

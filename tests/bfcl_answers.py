@@ -101,8 +101,9 @@ class Entry:
     line: dict[str, Any]  # the exported case the example made of it
 
 
-def entries(unpacked: Path, per_category: int = PER_CATEGORY) -> list[Entry]:
-    """The first `per_category` entries of each category, converted by the example."""
+def entries(unpacked: Path, per_category: int | None = PER_CATEGORY) -> list[Entry]:
+    """The first `per_category` entries of each category (None: all), converted by the
+    example."""
     converter = example()
     data = unpacked / "bfcl_eval" / "data"
     found = []
@@ -130,9 +131,9 @@ Calls = list[tuple[str, dict[str, Any]]]  # (function, arguments), in order
 def _first(possible: list[Any]) -> Any:
     """The first possible value, or ... when the first says the parameter is left out; in a
     possible object (or list of them), each key's first possible value."""
-    first = possible[0]
-    if first == "":
+    if not possible or possible[0] == "":
         return ...
+    first = possible[0]
     if isinstance(first, dict):
         return _resolved(first)
     if isinstance(first, list) and first and all(isinstance(v, dict) for v in first):

@@ -83,11 +83,11 @@ def _all(values: list[Any], kind: type) -> bool:
 def matcher(declared: dict[str, Any] | None, possible: list[Any], required: bool) -> dict[str, Any]:
     """One parameter's possible values as the matcher that says the same; `declared` is the
     function's description of it (None: BFCL lists a parameter the function does not declare,
-    and refuses any value for it)."""
+    and refuses any value for it, as it does with no possible value at all)."""
     values = [v for v in possible if v != OPTIONAL]
     kind = (declared or {}).get("type")
     items = ((declared or {}).get("items") or {}).get("type")
-    if declared is None:
+    if declared is None or not possible:  # BFCL takes no value (nor its absence, unless "")
         found: dict[str, Any] = {"schema": False}
     elif not values:  # only "": BFCL takes nothing but "" (or no value)
         found = {"anyOf": [OPTIONAL]}
