@@ -131,6 +131,7 @@ OTLP_RAW = f"OTLP export, raw parse-and-discard ({OTLP_EXPORTERS} exporters)"
 # many test runs that the results sent number BFCL_SENT at least
 BFCL_RUNS = 4
 BFCL_GRADED = f"grade BFCL cases, matchers in each ({SENDERS} clients, {BATCH} a batch)"
+BFCL_PLAIN = f"grade the demo's cases, no matchers, alike ({SENDERS} clients, {BATCH} a batch)"
 
 
 def log(message: str) -> None:
@@ -1345,46 +1346,54 @@ def measure_bfcl(
     base: str, token: str, entries: list[Any], engine: str, cases: int, results: Results
 ) -> None:
     """Send each BFCL case a perturbed answer (the k-th entry the k-th perturbation that
-    applies to it, turn by turn), to BFCL_RUNS test runs from SENDERS clients; timed."""
+    applies to it, turn by turn), to BFCL_RUNS test runs from SENDERS clients; timed. Then the
+    demo's own cases (no matchers) the same way, for the host's state at that moment."""
     http = requests.Session()
     http.headers.update({"Authorization": f"Bearer {token}"})
     exported = http.get(f"{base}/v1/agents/{AGENT}/test-set/export?projectId={PROJECT}")
-    case_of = {
-        line["input"]["bfcl"]: line["id"]
-        for line in map(json.loads, exported.text.splitlines())
-        if isinstance(line["input"], dict) and "bfcl" in line["input"]
-    }
-    runs_url = f"{base}/v1/agents/{AGENT}/test-runs"
-    sent = errors = 0
-    took = 0.0
-    for turn in range(BFCL_RUNS):
-        answers = []
+    lines = [json.loads(line) for line in exported.text.splitlines()]
+    bfcl = {c["input"]["bfcl"]: c["id"] for c in lines if "bfcl" in (c["input"] or {})}
+    plain = [c["id"] for c in lines if "bfcl" not in (c["input"] or {})]
+
+    def answers(turn: int) -> list[dict[str, Any]]:
+        sent = []
         for k, entry in enumerate(entries):
             tried = list(bfcl_answers.perturbations(entry))
             calls = tried[(k + turn) % len(tried)][1]
-            answers.append({"caseId": case_of[entry.id], "output": None,
-                            "calls": bfcl_answers.as_kindgi(calls)})  # fmt: skip
-        batches = [
-            json.dumps({"results": answers[at : at + BATCH]})
-            for at in range(0, len(answers), BATCH)
-        ]
-        run = http.post(runs_url, json={"projectId": PROJECT, "candidate": f"bfcl-{turn}"})
-        run.raise_for_status()
-        url = f"{runs_url}/{run.json()['id']}/results"
-        started = time.monotonic()
-        with ProcessPoolExecutor(SENDERS) as pool:
-            shares = [batches[k::SENDERS] for k in range(SENDERS)]
-            done = list(pool.map(send_batches, [url] * SENDERS, [token] * SENDERS, shares))
-        took += time.monotonic() - started
-        sent += sum(n for n, _ in done)
-        errors += sum(e for _, e in done)
-    results.figures.append(
-        Figure(engine, BFCL_GRADED, cases,
-               f"POST /v1/agents/{AGENT}/test-runs/$RUN/results from {SENDERS} processes, "
-               f"{BFCL_RUNS} runs of {len(entries):,} BFCL cases (bench/run.py measure_bfcl)",
-               value=sent / took if took else 0.0, unit="results/s", errors=errors)
-    )  # fmt: skip
-    log(f"{engine}: {sent:,} BFCL results graded in {took:.1f} s, {errors} errors")
+            sent.append({"caseId": bfcl[entry.id], "output": None,
+                         "calls": bfcl_answers.as_kindgi(calls)})  # fmt: skip
+        return sent
+
+    measures = (
+        (BFCL_GRADED, answers, f"{len(entries):,} BFCL cases"),
+        (BFCL_PLAIN, lambda _: [result_of(i) for i in plain], f"the demo's {len(plain):,} cases"),
+    )
+    for what, make, which in measures:
+        sent, errors, took = 0, 0, 0.0
+        for turn in range(BFCL_RUNS):
+            batches = [json.dumps({"results": chunk}) for chunk in _chunked(make(turn), BATCH)]
+            run = http.post(f"{base}/v1/agents/{AGENT}/test-runs",
+                            json={"projectId": PROJECT, "candidate": f"bfcl-{turn}"})  # fmt: skip
+            run.raise_for_status()
+            url = f"{base}/v1/agents/{AGENT}/test-runs/{run.json()['id']}/results"
+            started = time.monotonic()
+            with ProcessPoolExecutor(SENDERS) as pool:
+                shares = [batches[k::SENDERS] for k in range(SENDERS)]
+                done = list(pool.map(send_batches, [url] * SENDERS, [token] * SENDERS, shares))
+            took += time.monotonic() - started
+            sent += sum(n for n, _ in done)
+            errors += sum(e for _, e in done)
+        results.figures.append(
+            Figure(engine, what, cases,
+                   f"POST /v1/agents/{AGENT}/test-runs/$RUN/results from {SENDERS} processes, "
+                   f"{BFCL_RUNS} runs of {which} (bench/run.py measure_bfcl)",
+                   value=sent / took if took else 0.0, unit="results/s", errors=errors)
+        )  # fmt: skip
+        log(f"{engine}: {what}: {sent:,} results in {took:.1f} s, {errors} errors")
+
+
+def _chunked(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[at : at + size] for at in range(0, len(items), size)]
 
 
 def bfcl_bars(results: Results, engines: list[str]) -> list[Bar]:
