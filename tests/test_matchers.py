@@ -4,10 +4,12 @@ matcher a 400 naming the entry and the argument that changes nothing."""
 
 from __future__ import annotations
 
+import html
+import json
 from typing import Any
 
 import pytest
-from conftest import AGENT, P1, error_of, ok
+from conftest import AGENT, P1, error_of, ok, sign_in
 
 from kindgi import matchers
 from kindgi.grading import grade_decisions
@@ -314,3 +316,49 @@ def test_a_match_of_16000_characters_is_added_and_one_more_is_refused(api, uncha
     assert error_of(resp)["details"]["fields"] == {
         "shouldCall.1.match": ["At most 16000 characters in canonical JSON."]
     }
+
+
+# --- everywhere: search, the case page, the run pages, the JUnit report ----------------------
+
+
+def test_a_matchers_text_is_searchable(api) -> None:
+    case_id = ok(api.post(CASES, MATCHED), 201)["id"]
+    for word in ("Acoustic", "york", "genre"):
+        found = ok(api.get(f"/v1/agents/{AGENT}/test-set/cases?projectId={P1}&q={word}"))
+        assert [c["id"] for c in found["data"]] == [case_id], word
+
+
+def test_the_case_page_shows_each_matcher_and_exactly(api, client) -> None:
+    case_id = ok(api.post(CASES, MATCHED), 201)["id"]
+    sign_in(client, "publisher@acme.test", "publisher-pass-1")
+    page = client.get(f"/agents/{AGENT}/test-set/cases/{case_id}").get_data(as_text=True)
+    assert "<code>city</code>: any of &#34;NY&#34;, &#34;New York&#34;" in page
+    assert "<code>temp</code>: 20 ± 0.5 (or left out)" in page
+    assert "<code>n</code>: an integer, any of 3" in page
+    assert "No other calls, and no argument these do not name." in page
+
+
+def test_the_run_pages_and_the_junit_report_say_which_matcher_failed(api, client) -> None:
+    case_id = ok(api.post(CASES, MATCHED), 201)["id"]
+    runs = f"/v1/agents/{AGENT}/test-runs"
+    run = ok(api.post(runs, {"projectId": P1, "candidate": "2.0.0"}), 201)
+    args = {"days": 3, "city": "Boston", "genre": "acoustic", "tags": [], "n": 3}
+    calls = [{"tool": "weather", "args": args}, {"tool": "news", "args": {}}]
+    results = [{"caseId": case_id, "output": None, "calls": calls}]
+    ok(api.post(f"{runs}/{run['id']}/results", {"results": results}))
+    why = '`city`: got "Boston", expected any of "NY", "New York"'
+
+    report = api.get(f"{runs}/{run['id']}/report.xml").get_data(as_text=True)
+    assert json.dumps(why)[1:-1] in html.unescape(report)  # in the explanation's JSON
+
+    sign_in(client, "publisher@acme.test", "publisher-pass-1")
+    for url in (
+        f"/agents/{AGENT}/test-runs/{run['id']}",
+        f"/agents/{AGENT}/test-runs/{run['id']}/results/{case_id}",
+    ):
+        page = html.unescape(client.get(url).get_data(as_text=True))
+        assert why in page, url
+        assert (
+            "where no other call is allowed: call 1 (<code>weather</code>), call 2 (<code>news"
+            in page
+        )
