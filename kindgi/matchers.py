@@ -28,7 +28,43 @@ _KEYS = {
     "number": {"number", "tolerance", "optional", "type"},
     "schema": {"schema", "optional", "type"},
 }
-_MISSING = object()
+_COMMON = {"optional": {"type": "boolean"}, "type": {"enum": list(TYPES)}}
+_IGNORE_RULE = {
+    "oneOf": [
+        {"enum": list(IGNORABLE)},
+        {
+            "type": "object",
+            "properties": {"chars": {"type": "string", "minLength": 1}},
+            "required": ["chars"],
+            "additionalProperties": False,
+        },
+    ]
+}
+
+
+def _kind(name: str, schema: dict[str, Any], **more: Any) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {name: schema, **more, **_COMMON},
+        "required": [name],
+        "additionalProperties": False,
+    }
+
+
+# One matcher as a JSON Schema, for the OpenAPI document; `problems` is what checks a request
+MATCHER_SCHEMA = {
+    "oneOf": [
+        _kind("anyOf", {"type": "array", "minItems": 1}),
+        _kind(
+            "text",
+            {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"},
+                                            "minItems": 1}]},
+            ignore={"type": "array", "items": _IGNORE_RULE},
+        ),
+        _kind("number", {"type": "number"}, tolerance={"type": "number", "minimum": 0}),
+        _kind("schema", {"type": ["object", "boolean"]}),
+    ]
+}  # fmt: skip
 
 
 def json_equal(a: Any, b: Any) -> bool:

@@ -311,6 +311,47 @@ def test_an_expert_makes_a_case_from_a_run_by_taking_its_calls_and_ranking_its_l
 
 
 @needs_chromium
+def test_an_expert_says_what_a_right_argument_is_and_that_nothing_else_is(page, server):
+    run = api(
+        server,
+        "POST",
+        f"/agents/{AGENT}/runs",
+        json={"projectId": P1, "version": "1.2.0", "status": "finished", "input": {"q": "leases"},
+              "output": OUTPUT, "calls": CALLS},
+    )  # fmt: skip
+    sign_in(page, server, "publisher@acme.test", "publisher-pass-1")
+    page.goto(server + NEW_CASE)
+    page.get_by_label("Find a run by id").fill(run["id"])
+    press(page, "Find")
+    page.locator(f"input[name=runId][value='{run['id']}']").check()
+    if not page.js:  # type: ignore[attr-defined]
+        press(page, "Show this run")
+    press(page, "Should call search, call 1")
+    page.locator("#shouldCall-0-args").fill('{"limit": 3}')
+    page.locator("#shouldCall-0-arg").fill("q")
+    page.locator("#shouldCall-0-anyOf").fill("Lease\nleases")
+    page.locator("#shouldCall-0-ignoreCase").check()
+    page.locator("#shouldCall-0-ignorePunctuation").check()
+    page.get_by_label("No other calls").check()
+    page.get_by_role("button", name="Add the case").click()
+
+    expect(page.get_by_role("status")).to_contain_text("Case added")
+    expect(page.get_by_text("No other calls, and no argument these do not name.")).to_be_visible()
+    expect(page.locator("ul.matchers")).to_contain_text(
+        'q: text "Lease" or "leases" ignoring case, punctuation'
+    )
+    case = api(server, "GET", f"/agents/{AGENT}/test-set/cases/{page.url.rsplit('/', 1)[1]}")
+    assert case["expect"]["decisions"] == {
+        "verdict": "wrong",
+        "shouldCall": [
+            {"tool": "search", "args": {"limit": 3},
+             "match": {"q": {"text": ["Lease", "leases"], "ignore": ["case", "punctuation"]}}}
+        ],
+        "exactly": True,
+    }  # fmt: skip
+
+
+@needs_chromium
 def test_a_taken_form_with_bad_input_says_where_and_adds_nothing(page, server):
     sign_in(page, server, "publisher@acme.test", "publisher-pass-1")
     page.goto(server + NEW_CASE)
