@@ -15,9 +15,6 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-
 KINDS = ("anyOf", "text", "number", "schema")
 IGNORABLE = ("case", "space", "punctuation")
 TYPES = ("string", "integer", "number", "boolean", "array", "object", "null")
@@ -150,6 +147,9 @@ def _kind_problems(kind: str, matcher: dict[str, Any]) -> list[str]:
     else:
         if not isinstance(value, dict | bool):
             return ["schema: a JSON Schema (an object or a boolean)."]
+        from jsonschema import Draft202012Validator  # imported when first needed: 0.1 s
+        from jsonschema.exceptions import SchemaError
+
         try:
             Draft202012Validator.check_schema(value)
         except SchemaError as err:
@@ -243,8 +243,16 @@ def _present_fits(matcher: dict[str, Any], value: Any) -> bool:
         tolerance = matcher.get("tolerance", 0)
         return _is_number(value) and abs(value - matcher["number"]) <= tolerance
     schema = matcher["schema"]
-    valid = _kept(_validators, repr(schema), lambda: Draft202012Validator(schema).is_valid)
+    valid = _kept(_validators, repr(schema), lambda: _schema_test(schema))
     return valid(value)
+
+
+def _schema_test(schema: Any) -> Callable[[Any], bool]:
+    """A JSON Schema's validator (2020-12): `jsonschema` is imported only where a case has a
+    schema matcher, so `kindgi test-run` and the pytest plugin start without it."""
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(schema).is_valid
 
 
 def fits(matcher: dict[str, Any], args: dict[str, Any], name: str) -> bool:
