@@ -3,6 +3,7 @@
     .venv/bin/python bench/run.py --rounds 3  the full run (about 27 minutes): bench/results.md
     .venv/bin/python bench/run.py --smoke     1,000 cases, a second a figure (the CI test)
     .venv/bin/python bench/run.py --only inbox   the runs inbox and retention alone
+    .venv/bin/python bench/run.py --only bfcl --engines sqlite   grading BFCL's cases (matchers)
 
 For each engine (SQLite, then PostgreSQL) it builds one database per size with `flask kindgi demo
 --cases N` (timed), serves each with gunicorn (2 sync workers) and, beside it, the raw app
@@ -51,6 +52,7 @@ sys.path.insert(0, str(ROOT))
 from kindgi import demo  # noqa: E402  (the demo's agent and project ids)
 
 sys.path.insert(0, str(ROOT / "tests"))
+import bfcl_answers  # noqa: E402  (BFCL's data and perturbed answers to it)
 from fake_judge import Reply, fake_judge  # noqa: E402  (the tests' stand-in for a model)
 from otlp_spans import agents_sdk_trace, export  # noqa: E402  (an agent's trace, as emitted)
 
@@ -126,6 +128,12 @@ REDIS = "redis://127.0.0.1:6379/0"
 OTLP_EXPORTERS, OTLP_BATCH, OTLP_TRACE = 4, 512, 8
 OTLP_ROUNDS, OTLP_SECONDS = 3, 5  # a round: the raw server, then Kindgi, each this long
 OTLP_KINDS = {"sdk": "the SDK's OTLPSpanExporter", "bytes": "pre-encoded protobuf"}
+# Grading with matchers: every BFCL entry the example converts (1,258 in 2026.3.23's five
+# categories), imported beside the demo's cases, each graded against a perturbed answer; so
+# many test runs that the results sent number BFCL_SENT at least
+BFCL_RUNS = 4
+BFCL_GRADED = f"grade BFCL cases, matchers in each ({SENDERS} clients, {BATCH} a batch)"
+BFCL_PLAIN = f"grade the demo's cases, no matchers, alike ({SENDERS} clients, {BATCH} a batch)"
 
 
 def otlp_what(stored: bool, kind: str) -> str:
@@ -1373,6 +1381,108 @@ def run_otlp_only(engine: str, args: argparse.Namespace, results: Results) -> No
             db.drop()
 
 
+def run_bfcl_only(engine: str, args: argparse.Namespace, results: Results) -> None:
+    """`--only bfcl`: BFCL's entries imported into the smallest demo's set with `flask kindgi
+    import`, then results sent to test runs of it, only for those cases, each against a
+    perturbed answer (so both outcomes are graded): results graded per second."""
+    prefix = f"kindgi_bench_bfcl_{os.getpid()}"
+    db = Database(engine, args.sizes[0], args.workdir, args.postgres, prefix)
+    creds = build(db, results)
+    unpacked = bfcl_answers.wheel_data()
+    entries = bfcl_answers.entries(unpacked, per_category=None)
+    path = args.workdir / "bfcl.jsonl"
+    path.write_text("".join(json.dumps(e.line) + "\n" for e in entries))
+    env = {"KINDGI_SQLALCHEMY_DATABASE_URI": db.url, "KINDGI_SECRET_KEY": SECRET}
+    command = [sys.executable, "-m", "flask", "--app", "app", "kindgi", "import", str(path),
+               "--agent", AGENT, "--project", PROJECT]  # fmt: skip
+    took, done = _timed(command, env)
+    if done.returncode != 0:
+        raise SystemExit(f"importing BFCL's cases failed:\n{done.stderr}")
+    shown = f"KINDGI_SQLALCHEMY_DATABASE_URI={db.shown} flask --app app kindgi import bfcl.jsonl"
+    results.figures.append(
+        Figure(engine, f"import {len(entries):,} BFCL cases", db.cases,
+               f"time {shown} --agent {AGENT} --project {PROJECT}", value=took, unit="s")
+    )  # fmt: skip
+    app = Server("app:app", env, f"KINDGI_SQLALCHEMY_DATABASE_URI={db.shown}", args.workdir,
+                 f"{engine}-{db.cases}")  # fmt: skip
+    try:
+        with serving([app]):
+            results.servers.append(app.command)
+            app.wait("/v1/openapi.json")
+            measure_bfcl(app.base, creds["token"], entries, engine, db.cases, results)
+    finally:
+        if not args.keep:
+            db.drop()
+
+
+def measure_bfcl(
+    base: str, token: str, entries: list[Any], engine: str, cases: int, results: Results
+) -> None:
+    """Send each BFCL case a perturbed answer (the k-th entry the k-th perturbation that
+    applies to it, turn by turn), to BFCL_RUNS test runs from SENDERS clients; timed. Then the
+    demo's own cases (no matchers) the same way, for the host's state at that moment."""
+    http = requests.Session()
+    http.headers.update({"Authorization": f"Bearer {token}"})
+    exported = http.get(f"{base}/v1/agents/{AGENT}/test-set/export?projectId={PROJECT}")
+    lines = [json.loads(line) for line in exported.text.splitlines()]
+    bfcl = {c["input"]["bfcl"]: c["id"] for c in lines if "bfcl" in (c["input"] or {})}
+    plain = [c["id"] for c in lines if "bfcl" not in (c["input"] or {})]
+
+    def answers(turn: int) -> list[dict[str, Any]]:
+        sent = []
+        for k, entry in enumerate(entries):
+            tried = list(bfcl_answers.perturbations(entry))
+            calls = tried[(k + turn) % len(tried)][1]
+            sent.append({"caseId": bfcl[entry.id], "output": None,
+                         "calls": bfcl_answers.as_kindgi(calls)})  # fmt: skip
+        return sent
+
+    measures = (
+        (BFCL_GRADED, answers, f"{len(entries):,} BFCL cases"),
+        (BFCL_PLAIN, lambda _: [result_of(i) for i in plain], f"the demo's {len(plain):,} cases"),
+    )
+    for what, make, which in measures:
+        sent, errors, took = 0, 0, 0.0
+        for turn in range(BFCL_RUNS):
+            batches = [json.dumps({"results": chunk}) for chunk in _chunked(make(turn), BATCH)]
+            run = http.post(f"{base}/v1/agents/{AGENT}/test-runs",
+                            json={"projectId": PROJECT, "candidate": f"bfcl-{turn}"})  # fmt: skip
+            run.raise_for_status()
+            url = f"{base}/v1/agents/{AGENT}/test-runs/{run.json()['id']}/results"
+            started = time.monotonic()
+            with ProcessPoolExecutor(SENDERS) as pool:
+                shares = [batches[k::SENDERS] for k in range(SENDERS)]
+                done = list(pool.map(send_batches, [url] * SENDERS, [token] * SENDERS, shares))
+            took += time.monotonic() - started
+            sent += sum(n for n, _ in done)
+            errors += sum(e for _, e in done)
+        results.figures.append(
+            Figure(engine, what, cases,
+                   f"POST /v1/agents/{AGENT}/test-runs/$RUN/results from {SENDERS} processes, "
+                   f"{BFCL_RUNS} runs of {which} (bench/run.py measure_bfcl)",
+                   value=sent / took if took else 0.0, unit="results/s", errors=errors)
+        )  # fmt: skip
+        log(f"{engine}: {what}: {sent:,} results in {took:.1f} s, {errors} errors")
+
+
+def _chunked(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[at : at + size] for at in range(0, len(items), size)]
+
+
+def bfcl_bars(results: Results, engines: list[str]) -> list[Bar]:
+    """Issue 26's bar: results with matchers graded at 3,000/s or more on SQLite."""
+    values = {}
+    for engine in engines:
+        graded = next((f for f in results.figures if (f.engine, f.what) == (engine, BFCL_GRADED)),
+                      None)  # fmt: skip
+        if graded:
+            values[engine] = (
+                f"{graded.value:,.0f} results/s, {graded.errors} errors",
+                graded.value >= 3000 and graded.errors == 0 if engine == "sqlite" else None,
+            )
+    return [Bar(BFCL_GRADED, "≥ 3,000/s on SQLite, 0 errors", values)] if values else []
+
+
 def otlp_bars(results: Results, engines: list[str]) -> list[Bar]:
     """The issue's OTLP bars, with the SDK's own exporter feeding both servers: stored spans/s at
     least a tenth of the bare server's on SQLite (PostgreSQL's reported), an export's p99 within
@@ -1739,10 +1849,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the databases")
     parser.add_argument(
         "--only",
-        choices=("all", "inbox", "otlp"),
+        choices=("all", "inbox", "otlp", "bfcl"),
         default="all",
         help="inbox: only the runs inbox and retention, on their own worlds; otlp: only the "
-        "OTLP exports (smallest size)",
+        "OTLP exports (smallest size); bfcl: only grading BFCL's cases (smallest size)",
     )
     args = parser.parse_args(argv)
     # Stopped by SIGTERM or Ctrl-C (even where a shell started it with SIGINT ignored), it still
@@ -1760,11 +1870,12 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()[0]
     log(f"load average {os.getloadavg()}; engines {engines}; sizes {args.sizes}")
     results = Results()
+    only = {"otlp": run_otlp_only, "bfcl": run_bfcl_only}
     for engine in engines:
-        (run_otlp_only if args.only == "otlp" else run_engine)(engine, args, results)
-    bars = judge(results, engines, args.sizes)
+        only.get(args.only, run_engine)(engine, args, results)
+    bars = [] if args.only == "bfcl" else judge(results, engines, args.sizes)
     if not args.smoke:
-        bars += otlp_bars(results, engines)
+        bars += otlp_bars(results, engines) + bfcl_bars(results, engines)
     command = "python bench/run.py" + (" --smoke" if args.smoke else "")
     if argv:
         command = "python bench/run.py " + " ".join(argv)

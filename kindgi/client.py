@@ -41,6 +41,8 @@ from urllib.parse import quote
 
 import httpx
 
+from . import exchange
+
 RETRIED_STATUSES = {429, 503}
 RETRIED_CODES = {"idempotency-key-in-flight"}
 # A request that never got an answer; never a URL httpx can't send, which would fail again
@@ -380,6 +382,21 @@ class Client:
         params = _query(project_id=project_id, format=form, **_checked(options, ExportOptions))
         path = self._agent(agent, "test-set", "export")
         return self._send("GET", path, params=params, stream=True)
+
+    def import_cases(
+        self, agent: str, project_id: str, lines: Iterable[str | bytes | dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Add an export's cases (its JSON lines, or the objects `export` yields) to the set
+        in `project_id`: for each, a finished run of the exported input, output and calls,
+        then a hand case on it with the same expectation; the cases added, in order. Line by
+        line, not all or nothing: an `ApiError` leaves the earlier lines added (`flask kindgi
+        import` on the server is all or nothing)."""
+        added = []
+        for line in exchange.read_lines(lines):
+            found = exchange.imported(line, project_id)
+            run = self.record_run(agent, found.run)
+            added.append(self.add_case(agent, {**found.case, "runId": run["id"]}))
+        return added
 
     def versions(self, agent: str, project_id: str, *, page_size: int | None = None) -> Rows:
         """The test set's frozen versions, newest first: `{version, testSetId, frozenAt,

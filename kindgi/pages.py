@@ -27,7 +27,7 @@ from flask_login import current_user, login_required, login_user, logout_user
 from flask_wtf.csrf import generate_csrf
 from jsonpointer import JsonPointerException, resolve_pointer
 
-from . import case_form, http, reports, service, views
+from . import case_form, http, matchers, reports, service, views
 from .errors import BadInput, DomainError, TooManyAttempts, bad_input
 from .schemas.cases import BulkRestoreBody, BulkRetireBody, CasesQuery, ExportQuery, RetireBody
 from .schemas.common import Paging, TestSetQuery, load
@@ -50,6 +50,7 @@ def register_filters(app: Flask) -> None:
     app.add_template_filter(lambda week, weekly: weekly.get(week, 0), "weekly_count")
     app.add_template_filter(_pointed_at, "pointer")
     app.add_template_filter(_as_json, "as_json")
+    app.add_template_filter(matchers.expected_text, "matcher_text")
     app.add_template_filter(views.when, "when")
     app.add_template_filter(views.actor, "actor")
     app.add_template_filter(views.case_rows, "case_rows")

@@ -158,6 +158,24 @@ def test_the_export_streams_every_case_as_json_lines_or_csv(kg):
     assert {r["id"] for r in rows} == listed
 
 
+def test_an_export_is_imported_into_another_set_with_the_same_expectations_and_snapshots(kg):
+    hand_case(
+        kg,
+        decisions="wrong",
+        shouldCall=[{"tool": "lookup", "match": {"q": {"text": "x", "ignore": ["case"]}}}],
+        exactly=True,
+    )
+    lines = list(kg.export(AGENT, P1))
+    added = kg.import_cases("acme.multi", P2, lines)
+    assert [c["expect"] for c in added] == [c["expect"] for c in lines]
+    for line, case in zip(lines, added, strict=True):
+        snapshot = kg.case("acme.multi", case["id"])["snapshot"]
+        assert [snapshot[k] for k in ("input", "output", "calls")] == [
+            line[k] for k in ("input", "output", "calls")
+        ]
+        assert case["projectId"] == P2 and case["runId"] != line["runId"]
+
+
 # ---------------------------------------------------------------- runs and corrections
 
 

@@ -57,6 +57,7 @@ from .identity import (
     sign_in,
     user_principal,
 )
+from .imports import import_cases
 from .inbox import InboxView, RunWithCases, inbox_page, run_with_cases
 from .paging import Page
 from .results import (
@@ -130,6 +131,7 @@ __all__ = [
     "get_test_run",
     "hash_password",
     "hash_secret",
+    "import_cases",
     "inbox_page",
     "ingest_traces",
     "list_cases",
