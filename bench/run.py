@@ -4,6 +4,7 @@
     .venv/bin/python bench/run.py --smoke     1,000 cases, a second a figure (the CI test)
     .venv/bin/python bench/run.py --only inbox   the runs inbox and retention alone
     .venv/bin/python bench/run.py --only bfcl --engines sqlite   grading BFCL's cases (matchers)
+    .venv/bin/python bench/run.py --only revise --sizes 1000000   revising cases alone
 
 For each engine (SQLite, then PostgreSQL) it builds one database per size with `flask kindgi demo
 --cases N` (timed), serves each with gunicorn (2 sync workers) and, beside it, the raw app
@@ -134,6 +135,12 @@ OTLP_KINDS = {"sdk": "the SDK's OTLPSpanExporter", "bytes": "pre-encoded protobu
 BFCL_RUNS = 4
 BFCL_GRADED = f"grade BFCL cases, matchers in each ({SENDERS} clients, {BATCH} a batch)"
 BFCL_PLAIN = f"grade the demo's cases, no matchers, alike ({SENDERS} clients, {BATCH} a batch)"
+
+# Revising cases (issue 24): 1,000 cases each revised once by 4 clients at once, through HTTP,
+# then the freeze that follows them (a new version of the whole set, each case's revision kept)
+REVISERS, REVISED = 4, 1_000
+REVISE = f"revise a case ({REVISERS} clients, If-Match)"
+FREEZE_REVISED = f"freeze after {REVISED:,} revisions"
 
 
 def otlp_what(stored: bool, kind: str) -> str:
@@ -1363,6 +1370,97 @@ def drop_all(dbs: list[Database], keep: bool) -> None:
                 db.drop()
 
 
+def run_revise_only(engine: str, args: argparse.Namespace, results: Results) -> None:
+    """`--only revise`: revisions through HTTP, then the freeze after them, on a demo of the
+    first size."""
+    prefix = f"kindgi_bench_revise_{os.getpid()}"
+    db = Database(engine, args.sizes[0], args.workdir, args.postgres, prefix)
+    creds = build(db, results)
+    env = {"KINDGI_SQLALCHEMY_DATABASE_URI": db.url, "KINDGI_SECRET_KEY": SECRET}
+    app = Server("app:app", env, f"KINDGI_SQLALCHEMY_DATABASE_URI={db.shown}", args.workdir,
+                 f"{engine}-{db.cases}-revise")  # fmt: skip
+    try:
+        with serving([app]):
+            results.servers.append(app.command)
+            app.wait("/v1/openapi.json")
+            measure_revisions(Target(db, app, app), creds["token"], results)
+        took, _ = time_freezes(db)
+        shown = "bench/run.py time_freezes (in process)"
+        results.figures.append(Figure(engine, FREEZE_REVISED, db.size, shown, value=took, unit="s"))
+        log(f"{engine}: froze {db.cases:,} cases after {REVISED:,} revisions in {took:.2f} s")
+    finally:
+        if not args.keep:
+            db.drop()
+
+
+def measure_revisions(target: Target, token: str, results: Results) -> None:
+    """`REVISED` active cases of the demo's set, each revised once (If-Match its first ETag)
+    by `REVISERS` clients at once: revisions a second, and the slowest."""
+    base = f"{target.app.base}/v1/agents/{AGENT}/test-set/cases"
+    auth = {"Authorization": f"Bearer {token}"}
+    ids: list[str] = []
+    cursor = None
+    while len(ids) < REVISED:
+        query = {"projectId": PROJECT, "limit": 100, "cursor": cursor}
+        page = requests.get(base, params=query, headers=auth, timeout=60).json()
+        ids += [case["id"] for case in page["data"]]
+        cursor = page.get("nextCursor")
+        if not cursor:
+            break
+    ids = ids[:REVISED]
+
+    shares = [(base, token, ids[i::REVISERS]) for i in range(REVISERS)]
+    cpu, started = target.app.cpu_seconds(), time.monotonic()
+    with ProcessPoolExecutor(REVISERS) as pool:  # processes: a client's GIL is not the limit
+        done = list(pool.map(_revise_each, shares))
+    seconds, cpu = time.monotonic() - started, target.app.cpu_seconds() - cpu
+    errors = sum(failed for failed, _ in done)
+    took = sorted(ms for _, each in done for ms in each)
+    figure = Figure(
+        target.db.engine,
+        REVISE,
+        target.db.size,
+        f"POST {base}/{{caseId}}/revise, {len(ids):,} cases from {REVISERS} processes",
+        rps=len(ids) / seconds,
+        p50_ms=took[len(took) // 2],
+        p99_ms=took[len(took) * 99 // 100],
+        errors=errors,
+        cpu_ms=cpu / len(ids) * 1000,
+    )
+    results.figures.append(figure)
+    log(f"{target.db.engine}: {len(ids):,} revisions in {seconds:.2f} s ({errors} failed)")
+
+
+def _revise_each(share: tuple[str, str, list[str]]) -> tuple[int, list[float]]:
+    """One client's revisions, each case once, one after another: (failed, each one's ms)."""
+    base, token, ids = share
+    session, failed, took = requests.Session(), 0, []
+    headers = {"Authorization": f"Bearer {token}", "If-Match": '"r1"'}
+    for n, case_id in enumerate(ids):
+        body = {"answer": "wrong", "why": f"Revised by the bench, {n}.", "note": "bench"}
+        started = time.monotonic()
+        resp = session.post(f"{base}/{case_id}/revise", json=body, headers=headers, timeout=60)
+        took.append((time.monotonic() - started) * 1000)
+        failed += resp.status_code != 200
+    return failed, took
+
+
+def revise_bars(results: Results, engines: list[str]) -> list[Bar]:
+    """Issue 24's bars for revisions: at least 200 a second on SQLite, and the freeze after
+    1,000 of them within 2 s."""
+    rate, freezing = {}, {}
+    for f in results.figures:
+        if f.what == REVISE and f.engine in engines:
+            met = f.rps >= 200 and not f.errors if f.engine == "sqlite" else None
+            rate[f.engine] = (f"{f.rps:,.0f}/s ({f.errors} failed)", met)
+        if f.what == FREEZE_REVISED and f.engine in engines:
+            freezing[f.engine] = (f"{f.value:.2f} s at {f.cases:,} cases", f.value <= 2)
+    return [
+        Bar("Revisions a second (HTTP, 4 clients)", "≥ 200 on SQLite", rate),
+        Bar(f"Freezing after {REVISED:,} revisions", "≤ 2 s", freezing),
+    ]
+
+
 def run_otlp_only(engine: str, args: argparse.Namespace, results: Results) -> None:
     """`--only otlp`: the OTLP measures alone, on a demo of the smallest size."""
     prefix = f"kindgi_bench_otlp_{os.getpid()}"
@@ -1790,7 +1888,7 @@ def render(results: Results, bars: list[Bar], meta: dict[str, Any]) -> str:
             "| measure | cases | req/s | p50 ms | p99 ms | errors | server CPU ms/req | command |"
         ]
         out += ["| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
-        for what in (*MEASURES, *INBOX_MEASURES):
+        for what in (*MEASURES, *INBOX_MEASURES, REVISE):
             for f in results.figures:
                 if f.engine == engine and f.what == what:
                     number += 1
@@ -1849,10 +1947,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the databases")
     parser.add_argument(
         "--only",
-        choices=("all", "inbox", "otlp", "bfcl"),
+        choices=("all", "inbox", "otlp", "bfcl", "revise"),
         default="all",
         help="inbox: only the runs inbox and retention, on their own worlds; otlp: only the "
-        "OTLP exports (smallest size); bfcl: only grading BFCL's cases (smallest size)",
+        "OTLP exports (smallest size); bfcl: only grading BFCL's cases (smallest size); "
+        "revise: only revising cases (the first size)",
     )
     args = parser.parse_args(argv)
     # Stopped by SIGTERM or Ctrl-C (even where a shell started it with SIGINT ignored), it still
@@ -1870,12 +1969,13 @@ def main(argv: list[str] | None = None) -> int:
     load_start = os.getloadavg()[0]
     log(f"load average {os.getloadavg()}; engines {engines}; sizes {args.sizes}")
     results = Results()
-    only = {"otlp": run_otlp_only, "bfcl": run_bfcl_only}
+    only = {"otlp": run_otlp_only, "bfcl": run_bfcl_only, "revise": run_revise_only}
     for engine in engines:
         only.get(args.only, run_engine)(engine, args, results)
-    bars = [] if args.only == "bfcl" else judge(results, engines, args.sizes)
+    bars = judge(results, engines, args.sizes) if args.only in ("all", "inbox") else []
     if not args.smoke:
         bars += otlp_bars(results, engines) + bfcl_bars(results, engines)
+        bars += revise_bars(results, engines)
     command = "python bench/run.py" + (" --smoke" if args.smoke else "")
     if argv:
         command = "python bench/run.py " + " ".join(argv)

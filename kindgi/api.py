@@ -27,8 +27,10 @@ from .schemas.cases import (
     ExportQuery,
     RestoreBody,
     RetireBody,
+    ReviseBody,
     SnapshotOut,
     case_json,
+    revision_json,
 )
 from .schemas.common import (
     PageQuery,
@@ -158,24 +160,41 @@ def export(agent_id: str):
     return http.download(*reports.export(rows, form), stem, form)
 
 
+def _one_case(case: Any, out: dict[str, Any] | None = None) -> tuple[Any, dict[str, str]]:
+    """One case's answer, with its ETag (what a revision's If-Match names)."""
+    return jsonify(out or case_json(case)), {"ETag": service.etag(case)}
+
+
 @bp.get("/agents/<agent_id>/test-set/cases/<case_id>")
 def get_case(agent_id: str, case_id: str):
     view = service.get_case(g.caller, agent_id, case_id)
     out = case_json(view.case)
     out["snapshot"] = dump(SnapshotOut, view.snapshot)
-    return jsonify(out)
+    return _one_case(view.case, out)
 
 
 @bp.post("/agents/<agent_id>/test-set/cases/<case_id>/retire")
 def retire_case(agent_id: str, case_id: str):
     reason = body(RetireBody)["reason"]
-    return jsonify(case_json(service.retire_case(g.caller, agent_id, case_id, reason)))
+    return _one_case(service.retire_case(g.caller, agent_id, case_id, reason))
 
 
 @bp.post("/agents/<agent_id>/test-set/cases/<case_id>/restore")
 def restore_case(agent_id: str, case_id: str):
     body(RestoreBody)
-    return jsonify(case_json(service.restore_case(g.caller, agent_id, case_id)))
+    return _one_case(service.restore_case(g.caller, agent_id, case_id))
+
+
+@bp.post("/agents/<agent_id>/test-set/cases/<case_id>/revise")
+def revise_case(agent_id: str, case_id: str):
+    args, if_match = body(ReviseBody), request.headers.get("If-Match")
+    return _one_case(service.revise_case(g.caller, agent_id, case_id, args, if_match))
+
+
+@bp.get("/agents/<agent_id>/test-set/cases/<case_id>/revisions")
+def list_revisions(agent_id: str, case_id: str):
+    _, revisions = service.list_revisions(g.caller, agent_id, case_id)
+    return jsonify(data=[revision_json(revision) for revision in revisions])
 
 
 # ---------------------------------------------------------------- runs and corrections
@@ -282,7 +301,7 @@ def diff_versions(agent_id: str, version: str, other: str):
         diff.page,
         lambda r: {"caseId": r[0], "change": r[1], "kind": r[2], "expert": bool(r[3])},
     )
-    out["counts"] = {"added": diff.added, "removed": diff.removed}
+    out["counts"] = {"added": diff.added, "removed": diff.removed, "changed": diff.changed}
     return jsonify(out)
 
 

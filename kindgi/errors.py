@@ -70,6 +70,7 @@ UnsupportedMediaType = _error(415, "unsupported-media-type", "Send the body as a
 RunNotFinished = _error(409, "run-not-finished", "The run has not finished; it has no output yet.")
 CaseRetired = _error(409, "case-retired", "The case is already retired.")
 CaseActive = _error(409, "case-active", "The case is active; only a retired case can be restored.")
+NoChange = _error(409, "no-change", "The revision expects exactly what the case expects now.")
 NothingToGrade = _error(409, "nothing-to-grade", "The test run would have no case to grade.")
 ResultConflict = _error(
     409, "result-conflict", "A result differs from the one already kept for its case."
@@ -88,6 +89,12 @@ ReplayWithheld = _error(
 )
 RunErased = _error(410, "run-erased", "An erasure cleared the run's content.")
 RequestTooLarge = _error(413, "request-too-large", "The request body is over the limit.")
+CaseChanged = _error(
+    412, "case-changed", "The case was revised since the ETag you sent; read it again."
+)
+IfMatchRequired = _error(
+    428, "if-match-required", "Send If-Match with the case's ETag, as read from the case."
+)
 KeyMismatch = _error(
     422, "idempotency-key-mismatch", "This Idempotency-Key was used for a different request."
 )

@@ -232,7 +232,10 @@ class Case(db.Model):
     status: Mapped[str | None] = mapped_column(String(16))  # a correction's; None for hand
     group_id: Mapped[str | None] = mapped_column(ForeignKey("groups.id"))
     made_on: Mapped[str] = mapped_column(String(100))
-    expect: Mapped[dict[str, Any]] = mapped_column(JSON)
+    expect: Mapped[dict[str, Any]] = mapped_column(JSON)  # its current revision's
+    # Its expectation's revision, 1 at first; each revision is kept in `case_revisions` once
+    # the case is first revised (docs/design.md §4.4)
+    revision: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
     expert: Mapped[bool] = mapped_column(Boolean, default=False)
     added_by_kind: Mapped[str] = mapped_column(String(8))
     added_by_id: Mapped[str] = mapped_column(String(64))
@@ -275,6 +278,21 @@ class Case(db.Model):
     @property
     def added_by(self) -> dict[str, str]:
         return {"kind": self.added_by_kind, "id": self.added_by_id}
+
+
+class CaseRevision(db.Model):
+    """An expectation a case has had, with who gave it, when and why. A case never revised has
+    none (its revision 1 is the case itself); its first revision writes revision 1 too, from
+    the case's expectation, `addedBy` and `addedAt`, so a revised case has every one."""
+
+    __tablename__ = "case_revisions"
+    case_id: Mapped[str] = mapped_column(ForeignKey("cases.id"), primary_key=True)
+    revision: Mapped[int] = mapped_column(Integer, primary_key=True)
+    expect: Mapped[dict[str, Any]] = mapped_column(JSON)
+    note: Mapped[str | None] = mapped_column(Text)  # why; None for revision 1
+    by_kind: Mapped[str] = mapped_column(String(8))
+    by_id: Mapped[str] = mapped_column(String(64))
+    at: Mapped[datetime] = mapped_column(DateTime)
 
 
 class Tally(db.Model):
@@ -366,13 +384,14 @@ class TestSetVersion(db.Model):
 
 
 class VersionMember(db.Model):
-    """A case in a frozen version (its expectation and snapshot never change, so the id is
-    enough)."""
+    """A case in a frozen version, at the revision of its expectation it was frozen with (its
+    snapshot never changes): runs of the version grade with that revision."""
 
     __tablename__ = "version_members"
     version_pk: Mapped[int] = mapped_column(ForeignKey("test_set_versions.pk"), primary_key=True)
     case_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     expert: Mapped[bool] = mapped_column(Boolean)
+    revision: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
 
 
 class TestRun(db.Model):

@@ -20,6 +20,8 @@ from .schemas.cases import (
     ExportQuery,
     RestoreBody,
     RetireBody,
+    ReviseBody,
+    RevisionList,
 )
 from .schemas.common import UUID_RE, ErrorOut, PageQuery, Paging, TestSetQuery
 from .schemas.corrections import (
@@ -60,14 +62,17 @@ ERRORS = {
     404: "`agent-not-found`, `project-not-found`, `run-not-found`, `case-not-found`, "
     "`correction-not-found`, `test-run-not-found`, `version-not-found` or `not-found`.",
     405: "`method-not-allowed`; `Allow` lists the methods.",
-    409: "`run-not-finished`, `case-retired`, `case-active`, `nothing-to-grade`, "
+    409: "`run-not-finished`, `case-retired`, `case-active`, `no-change`, `nothing-to-grade`, "
     "`result-conflict` (`details.caseIds`), `test-run-closed` (`details.status`), "
     "`test-runs-not-comparable`, `idempotency-key-in-flight` (`Retry-After`), "
     "`idempotency-key-replay-withheld`.",
     410: "`run-erased`: an erasure cleared the run's content.",
+    412: "`case-changed`: the case was revised since the ETag sent in `If-Match` "
+    "(`details.revision`, the current one).",
     413: "`request-too-large` (`details.maxBytes`).",
     415: "`unsupported-media-type`: send `application/json`.",
     422: "`idempotency-key-mismatch`: the key was used for another request.",
+    428: "`if-match-required`: send `If-Match` with the case's `ETag`.",
     500: "`internal`: nothing was changed.",
     503: "`database-busy` or `idempotency-store-unavailable` (nothing was changed), or "
     "`outcome-unknown` (a write's commit lost its answer: retry with the same key); "
@@ -91,6 +96,25 @@ IDEMPOTENCY_KEY = {
     "description": "Retries with the same key get the first answer byte for byte "
     "(`Idempotent-Replayed: true`); scoped to the caller, kept 24 hours.",
 }
+
+
+IF_MATCH = {
+    "in": "header",
+    "name": "If-Match",
+    # needed, but not `required`: a request without it is answered 428, which OpenAPI's
+    # missing-header rule (406) does not foresee
+    "required": False,
+    "schema": {"type": "string"},
+    "description": "The case's `ETag` as read (needed: without it the answer is 428 "
+    "`if-match-required`; a revision of a case revised since is 412 `case-changed`).",
+}
+ETAG = {
+    "schema": {"type": "string"},
+    "description": "The revision of the case's expectation, for a revision's `If-Match`.",
+}
+# The routes that answer one case with its ETag, and the one that needs it back in If-Match
+ONE_CASE = {"api.get_case", "api.retire_case", "api.restore_case", "api.revise_case"}
+NEEDS_IF_MATCH = {"api.revise_case"}
 
 
 def _path_params(path: str) -> list[dict[str, Any]]:
@@ -167,6 +191,27 @@ OPERATIONS: dict[str, Operation] = {
         RestoreBody,
         200,
         CaseOut,
+        (),
+    ),
+    "api.revise_case": Operation(
+        "agentsTestSetReviseCase",
+        "Revise a case's expectation, with a note saying why: the case keeps its id and run, "
+        "its `revision` goes up by one. Versions frozen before keep grading with the "
+        "expectation they froze; the next freeze holds the new one. Send `If-Match` with the "
+        "case's `ETag`.",
+        None,
+        ReviseBody,
+        200,
+        CaseOut,
+        (412, 428),
+    ),
+    "api.list_revisions": Operation(
+        "agentsTestSetListRevisions",
+        "A case's revisions, the current one first: each expectation with who, when and why.",
+        None,
+        None,
+        200,
+        RevisionList,
         (),
     ),
     "api.list_runs": Operation(
@@ -256,7 +301,8 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "api.diff_versions": Operation(
         "agentsTestSetDiffVersions",
-        "The cases in one version and not the other (added), or the reverse (removed).",
+        "The cases in one version and not the other (added), or the reverse (removed), and "
+        "those in both whose expectation was revised between them (changed).",
         DiffQuery,
         None,
         200,
@@ -408,16 +454,20 @@ OPERATIONS: dict[str, Operation] = {
 }
 
 
-def _operation(method: str, path: str, operation: Operation) -> dict[str, Any]:
+def _operation(method: str, path: str, endpoint: str, operation: Operation) -> dict[str, Any]:
     op_id, summary, query, body, status, answer, extra = operation
     params = _path_params(path)
     if query is not None:
         params.append({"in": "query", "schema": query})
     if method != "get":
         params.append(IDEMPOTENCY_KEY)
-    request_id = {
+    if endpoint in NEEDS_IF_MATCH:
+        params.append(IF_MATCH)
+    request_id: dict[str, Any] = {
         "X-Request-Id": {"schema": {"type": "string"}, "description": "Server-assigned request id."}
     }
+    if endpoint in ONE_CASE:
+        request_id["ETag"] = ETAG
     success: dict[str, Any] = {"description": summary, "headers": request_id}
     if isinstance(answer, tuple):  # a file
         success["content"] = {media: {"schema": {"type": "string"}} for media in answer}
@@ -560,7 +610,7 @@ def _build(app: Flask) -> dict[str, Any]:
         )
     paths: dict[str, dict[str, Any]] = {}
     for method, path, endpoint in served:
-        operation = _operation(method, path, OPERATIONS[endpoint])
+        operation = _operation(method, path, endpoint, OPERATIONS[endpoint])
         if endpoint == "api.export_traces":
             operation = _in_otlp(operation)
         paths.setdefault(path, {})[method] = operation

@@ -13,7 +13,7 @@ from xml.sax.saxutils import quoteattr
 import orjson
 
 from .grading import explain
-from .schemas.cases import case_json
+from .schemas.cases import CASE_FIELDS, case_json
 
 SKIPPED = ("ungraded", "pending", "awaiting")
 # What XML 1.0 can't carry: control characters but tab and the newlines, and U+FFFE/U+FFFF
@@ -51,7 +51,7 @@ def junit(view: Any, rows: Iterable[tuple[str, str, str | None, Any]]) -> Iterat
 # ---------------------------------------------------------------- a test set exported
 
 SNAPSHOT = ("input", "output", "calls")  # what follows a case's own columns in an export row
-CASE_WIDTH = 15  # a case's columns (`schemas.cases.CASE_FIELDS`) before its snapshot's
+CASE_WIDTH = len(CASE_FIELDS)  # a case's columns before its snapshot's
 
 
 WRITE_BYTES = 64 * 1024  # written to the socket in pieces of about this size, not a line each
@@ -75,8 +75,8 @@ def jsonl(rows: Iterable[Any]) -> Iterator[bytes]:
 
 CSV_COLUMNS = (
     "id", "kind", "projectId", "runId", "madeOn", "expert", "addedByKind", "addedById", "addedAt",
-    "updatedAt", "retiredAt", "retiredReason", "retiredByKind", "retiredById", "expect", "input",
-    "output", "calls",
+    "updatedAt", "retiredAt", "retiredReason", "retiredByKind", "retiredById", "revision",
+    "expect", "input", "output", "calls",
 )  # fmt: skip
 FORMULA = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet would run a cell starting so
 
@@ -113,6 +113,7 @@ def csv_rows(rows: Iterable[Any]) -> Iterator[str]:
                 _cell(retired.get("reason")),
                 retired["by"].get("kind", ""),
                 retired["by"].get("id", ""),
+                case["revision"],
                 orjson.dumps(case["expect"]).decode(),
                 *(raw if raw is not None else "null" for raw in row[CASE_WIDTH:]),
             ]

@@ -143,7 +143,7 @@ def case_rows(rows: Any, case_url: str, words: set[str], may_publish: bool) -> M
     url = html.escape(case_url)
     out = []
     for (added_at, ident, kind, _, _, made_on, expect, expert, by_kind, by_id, _, _, _, _,
-         retired_at) in rows:  # fmt: skip
+         retired_at, _) in rows:  # fmt: skip
         case_id = html.escape(ident)
         said = summary(orjson.loads(expect))
         said = highlighted(said, words) if words else html.escape(said)

@@ -542,6 +542,7 @@ class _Loader:
             "run_id": run["id"],
             "made_on": run["version"],
             "expect": expect,
+            "revision": 1,
             "search_text": self.search_text(expect, run),
             "added_by_kind": kind,
             "added_by_id": e["by"],

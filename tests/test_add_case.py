@@ -22,7 +22,7 @@ RUN_1 = next(run for run in WORLD["runs"] if run["id"] == "run-1")
 CONTENT = ("input", "output", "calls")
 CASE_FIELDS = {
     "id", "kind", "projectId", "runId", "madeOn", "expect", "addedBy", "addedAt", "updatedAt",
-    "expert",
+    "revision", "expert",
 }  # fmt: skip
 
 

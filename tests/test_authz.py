@@ -110,6 +110,7 @@ class Route:
     path: str
     body: Any = None
     missing: tuple[str, Any] | None = None
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 ADMINS_OTHER_TOKEN = "tok-spare"  # made by the admin before each table runs
@@ -135,6 +136,12 @@ V1 = {
         missing=("/v1/agents/acme.nope/test-set/cases", {"runId": "run-multi", "answer": "right"})),
     "read a case": Route("GET", f"/v1/agents/{AGENT}/test-set/cases/case-2",
                          missing=(f"/v1/agents/{AGENT}/test-set/cases/case-nope", None)),
+    "revise": Route("POST", f"{TS}/cases/case-2/revise", {"note": "x", "answer": "wrong",
+                                                           "why": "x"},
+                    missing=(f"{TS}/cases/case-nope/revise", {"note": "x", "answer": "right"}),
+                    headers=(("If-Match", '"r1"'),)),
+    "list revisions": Route("GET", f"{TS}/cases/case-2/revisions",
+                            missing=(f"{TS}/cases/case-nope/revisions", None)),
     "retire": Route("POST", f"/v1/agents/{AGENT}/test-set/cases/case-2/retire", {"reason": "x"},
                     missing=(f"/v1/agents/{AGENT}/test-set/cases/case-nope/retire",
                              {"reason": "x"})),
@@ -251,6 +258,8 @@ TABLE = {
     "add a case, two projects": ("404 agent-not-found", f"403 {M} {W2}", f"403 {R2} {W2}",
                                  f"403 {M} {R2} {W2}", "201", f"403 {M} {R2} {W2}"),
     "read a case": ("404 case-not-found", "200", f"403 {R1}", "200", "200", "200"),
+    "revise": ("404 case-not-found", f"403 {D}", f"403 {R1}", f"403 {D}", "200", "200"),
+    "list revisions": ("404 case-not-found", "200", f"403 {R1}", "200", "200", "200"),
     "retire": ("404 case-not-found", f"403 {D}", f"403 {R1}", f"403 {D}", "200", "200"),
     "retire, two projects": ("404 agent-not-found", f"403 {M} {W2}", f"403 {R2} {W2}",
                              f"403 {M} {R2} {W2}", "200", f"403 {M} {R2} {W2}"),
@@ -328,7 +337,9 @@ def filled(value: Any, ids: dict[str, str]) -> Any:
 def call(client, route: Route, authorization: str | None, ids: dict[str, str], *,
          missing: bool = False):  # fmt: skip
     path, body = route.missing if missing else (route.path, route.body)
-    headers = {"Authorization": authorization} if authorization else {}
+    headers = dict(route.headers)
+    if authorization:
+        headers["Authorization"] = authorization
     return client.open(filled(path, ids), method=route.method, json=filled(body, ids),
                        headers=headers)  # fmt: skip
 

@@ -16,8 +16,8 @@ TR = f"/v1/agents/{AGENT}/test-runs"
 @pytest.fixture
 def busy_world(app, api):
     """The test world with what the checker reads beyond it: a hand case added with an
-    Idempotency-Key (its answer kept), a correction made no case, and a test run with a result
-    (and one awaiting)."""
+    Idempotency-Key (its answer kept), a correction made no case, a test run with a result
+    (and one awaiting), and case-2 revised after that run froze it."""
     added = api.post(
         CASES, {"runId": "run-2", "answer": "right"}, headers={"Idempotency-Key": "k-check"}
     )
@@ -31,6 +31,12 @@ def busy_world(app, api):
         {"results": [{"caseId": "case-2", "output": {"answer": "x"}, "calls": []}]},
     )
     assert sent.status_code == 200, sent.get_json()
+    revised = api.post(
+        f"{CASES}/case-2/revise",
+        {"answer": "right", "note": "n"},
+        headers={"If-Match": '"r1"'},
+    )
+    assert revised.status_code == 200, revised.get_json()
     return {"case": added.get_json()["id"], "run": run.get_json()["id"]}
 
 
@@ -47,7 +53,7 @@ def corrupt(app, statement: str, **params) -> None:
 def test_a_clean_world_passes_every_rule(app, busy_world):
     result = check(app)
     assert result.exit_code == 0, result.output
-    for rule in ("counts", "snapshots", "correction statuses", "search words",
+    for rule in ("counts", "snapshots", "correction statuses", "search words", "case revisions",
                  "idempotency answers", "test run tallies", "runs made cases",
                  "run tools", "run words"):  # fmt: skip
         assert f"{rule}: ok" in result.output
@@ -86,6 +92,22 @@ BREACHES = {
     "a retire reason changed without its words": (
         "UPDATE cases SET retired_reason = 'another reason' WHERE id = 'case-1'",
         "case case-1: its retire reason's words are not the reason's",
+    ),
+    "a revision lost": (
+        "DELETE FROM case_revisions WHERE case_id = 'case-2' AND revision = 1",
+        "case case-2 is at revision 2, and keeps 1 revisions up to 2",
+    ),
+    "a case's expectation changed without a revision": (
+        'UPDATE cases SET expect = \'{"answer": {"verdict": "wrong"}}\' WHERE id = \'case-2\'',
+        "case case-2 expects other than its revision",
+    ),
+    "a case at revision 1 keeping revisions": (
+        "UPDATE cases SET revision = 1 WHERE id = 'case-2'",
+        "case case-2 is at revision 1, and keeps 2 revisions up to 2",
+    ),
+    "a version pinning a revision never made": (
+        "UPDATE version_members SET revision = 5 WHERE case_id = 'case-2'",
+        "version member case-2 pins revision 5, and its case is at 2",
     ),
     "a key's answer whose case is gone": (
         "UPDATE idempotency_keys SET body = REPLACE(body, :case, 'case-gone') "

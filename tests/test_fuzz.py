@@ -205,6 +205,7 @@ RULED = {
     for path, name, rules in (
         ("/v1/agents/{agentId}/test-set/cases", "AddCaseBody", VERDICT_RULES),
         ("/v1/agents/{agentId}/runs/{runId}/corrections", "RecordCorrectionBody", VERDICT_RULES),
+        ("/v1/agents/{agentId}/test-set/cases/{caseId}/revise", "ReviseBody", VERDICT_RULES),
         ("/v1/agents/{agentId}/test-runs/{runId}/results", "ResultsBody", RESULT_RULES),
     )
 }

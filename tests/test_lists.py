@@ -283,11 +283,13 @@ def test_a_filter_naming_something_else_is_bad_input(api, url, params):
 
 
 def case_json(case_id, kind, run, made_on, expect, by, added, **more) -> dict[str, Any]:
-    """A case as the reference shapes it; `updatedAt` is `addedAt` unless given."""
+    """A case as the reference shapes it; `updatedAt` is `addedAt` and `revision` 1 unless
+    given."""
     return {
         "id": case_id, "kind": kind, "projectId": more.pop("project", P1), "runId": run,
         "madeOn": made_on, "expect": expect, "addedBy": {"kind": "user", "id": by},
-        "addedAt": added, "updatedAt": more.pop("updated", added), **more,
+        "addedAt": added, "updatedAt": more.pop("updated", added),
+        "revision": more.pop("revision", 1), **more,
     }  # fmt: skip
 
 

@@ -112,7 +112,7 @@ def test_every_change_makes_a_new_version_and_the_diff_names_what_changed(api):
     ok(api.post(f"{V}/test-set/cases/{ids['R']}/retire", {"reason": "stale"}))
     assert start(api)["version"] == "v4"
     diff = ok(api.get(f"{V}/test-set/versions/v4/diff/v1?projectId={P1}"))
-    assert diff["counts"] == {"added": 1, "removed": 1}
+    assert diff["counts"] == {"added": 1, "removed": 1, "changed": 0}
     assert diff["data"] == sorted(
         [
             {"caseId": added, "change": "added", "kind": "hand", "expert": True},
@@ -122,7 +122,7 @@ def test_every_change_makes_a_new_version_and_the_diff_names_what_changed(api):
     )
     only_removed = ok(api.get(f"{V}/test-set/versions/v4/diff/v1?projectId={P1}&change=removed"))
     assert [r["caseId"] for r in only_removed["data"]] == [ids["R"]]
-    assert only_removed["counts"] == {"added": 1, "removed": 1}  # never filtered
+    assert only_removed["counts"] == {"added": 1, "removed": 1, "changed": 0}  # never filtered
     versions = ok(api.get(f"{V}/test-set/versions?projectId={P1}&limit=2"))
     assert [v["version"] for v in versions["data"]] == ["v4", "v3"]
     rest = ok(

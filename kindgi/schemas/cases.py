@@ -26,7 +26,7 @@ from .common import (
     nonempty_max,
     rfc3339,
 )
-from .corrections import ExpectOut
+from .corrections import CorrectionBody, ExpectOut
 from .search import SearchText
 
 KIND_RE = re.compile(r"^(correction|hand)(,(correction|hand))*$")
@@ -34,6 +34,17 @@ KIND_RE = re.compile(r"^(correction|hand)(,(correction|hand))*$")
 
 class RetireBody(StrictSchema):
     reason = fields.String(required=True, validate=nonempty_max(1000))
+
+
+class ReviseBody(CorrectionBody):
+    """A case's new expectation (what a hand case's body gives, but its run: the case keeps
+    its run) and why it changed."""
+
+    note = fields.String(
+        required=True,
+        validate=nonempty_max(1000),
+        metadata={"description": "Why the expectation changed."},
+    )
 
 
 class RestoreBody(StrictSchema):
@@ -162,6 +173,10 @@ class CaseOut(OmitEmpty):
     addedBy = AsStored(Actor, required=True, attribute="added_by")
     addedAt = Timestamp(required=True, attribute="added_at")
     updatedAt = Timestamp(required=True, attribute="updated_at")
+    revision = fields.Integer(
+        required=True,
+        metadata={"description": "Its expectation's revision: 1 at first, one more a revision."},
+    )
     retired = fields.Nested(RetiredOut)
     expert = fields.Boolean()
 
@@ -170,7 +185,7 @@ class CaseOut(OmitEmpty):
 CASE_FIELDS = (
     "added_at", "id", "kind", "project_id", "run_id", "made_on", "expect", "expert",
     "added_by_kind", "added_by_id", "updated_at", "retired_reason", "retired_by_kind",
-    "retired_by_id", "retired_at",
+    "retired_by_id", "retired_at", "revision",
 )  # fmt: skip
 
 
@@ -183,7 +198,7 @@ def case_json(case: Any) -> dict[str, Any]:
     holds the expectation as its stored JSON text, written out as it is.
     """
     (added_at, id_, kind, project_id, run_id, made_on, expect, expert, by_kind, by_id, updated_at,
-     retired_reason, retired_by_kind, retired_by_id, retired_at) = (
+     retired_reason, retired_by_kind, retired_by_id, retired_at, revision) = (
         case if isinstance(case, (Row, tuple)) else [getattr(case, name) for name in CASE_FIELDS]
     )  # fmt: skip
     out: dict[str, Any] = {
@@ -196,6 +211,7 @@ def case_json(case: Any) -> dict[str, Any]:
         "addedBy": {"kind": by_kind, "id": by_id},
         "addedAt": rfc3339(added_at),
         "updatedAt": rfc3339(updated_at),
+        "revision": revision,
     }
     if retired_at is not None:
         out["retired"] = {
@@ -221,6 +237,32 @@ class CaseDetailOut(CaseOut):
         required=True,
         metadata={"description": "The run's content as the case saw it."},
     )
+
+
+class RevisionOut(Schema):
+    """One expectation a case has had; revision 1's `by` and `at` are the case's `addedBy`
+    and `addedAt`, and it has no note."""
+
+    revision = fields.Integer(required=True)
+    expect = fields.Nested(ExpectOut, required=True)
+    note = fields.String()
+    by = fields.Nested(Actor, required=True)
+    at = Timestamp(required=True)
+
+
+class RevisionList(Schema):
+    """A case's revisions, the current one first."""
+
+    data = fields.List(fields.Nested(RevisionOut), required=True)
+
+
+def revision_json(revision: Any) -> dict[str, Any]:
+    """A revision (`service.Revision`) as `RevisionOut` describes it."""
+    out: dict[str, Any] = {"revision": revision.revision, "expect": revision.expect}
+    if revision.note is not None:
+        out["note"] = revision.note
+    out.update(by=revision.by, at=rfc3339(revision.at))
+    return out
 
 
 class CasePage(PageOut):

@@ -173,7 +173,7 @@ class TestSetRunsQuery(PageQuery):
 
 
 class DiffQuery(PageQuery):
-    change = fields.String(validate=validate.OneOf(("added", "removed")))
+    change = fields.String(validate=validate.OneOf(("added", "removed", "changed")))
 
 
 # ---------------------------------------------------------------- answers
@@ -322,6 +322,12 @@ class CompareRow(Schema):
     outcome = fields.String(required=True, allow_none=True)
     baselineOutcome = fields.String(required=True, allow_none=True)
     itemsDelta = fields.Float()
+    caseChanged = fields.Boolean(
+        metadata={
+            "description": "true when the case's expectation was revised between the two "
+            "runs' versions (each was graded with its own); left out otherwise."
+        }
+    )
 
 
 class ComparePage(PageOut):
@@ -349,7 +355,7 @@ class VersionPage(PageOut):
 
 class DiffRow(Schema):
     caseId = fields.String(required=True)
-    change = fields.String(required=True, validate=validate.OneOf(("added", "removed")))
+    change = fields.String(required=True, validate=validate.OneOf(("added", "removed", "changed")))
     kind = fields.String(required=True)
     expert = fields.Boolean(required=True)
 
@@ -357,6 +363,10 @@ class DiffRow(Schema):
 class DiffCounts(Schema):
     added = fields.Integer(required=True)
     removed = fields.Integer(required=True)
+    changed = fields.Integer(
+        required=True,
+        metadata={"description": "Cases in both versions, revised between them."},
+    )
 
 
 class DiffPage(PageOut):
@@ -467,7 +477,7 @@ def result_detail_json(view: Any) -> dict[str, Any]:
     out = result_json((row.case_id, view.case.kind, view.case.expert, row.outcome, row.reason,
                        row.parts))  # fmt: skip
     out.update(row.result or {})
-    out["expect"] = view.case.expect
+    out["expect"] = view.expect
     out["snapshot"] = {
         "input": view.snapshot.input,
         "output": view.snapshot.output,
@@ -478,8 +488,9 @@ def result_detail_json(view: Any) -> dict[str, Any]:
 
 
 def compare_row_json(row: Any) -> dict[str, Any]:
-    """A pair of a comparison, from a row of (caseId, change, outcome, baselineOutcome, delta)."""
-    case_id, change, outcome, baseline, delta = row
+    """A pair of a comparison, from a row of (caseId, change, outcome, baselineOutcome, delta,
+    whether the case's expectation was revised between the two runs' versions)."""
+    case_id, change, outcome, baseline, delta, revised = row
     out: dict[str, Any] = {
         "caseId": case_id,
         "change": change,
@@ -488,4 +499,6 @@ def compare_row_json(row: Any) -> dict[str, Any]:
     }
     if delta is not None:
         out["itemsDelta"] = delta
+    if revised:
+        out["caseChanged"] = True
     return out

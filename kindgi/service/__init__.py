@@ -10,6 +10,7 @@ record commit together. Another tenant's things look exactly like things that do
 - `counts`: the test set's counts, kept as tallies
 - `cases`: listing, reading, retiring and restoring cases
 - `corrections`: making cases from runs (corrections and hand cases)
+- `revisions`: revising a case's expectation, and its revisions
 - `runs`: recording and listing runs (filtered: the runs inbox's list and the API's)
 - `inbox`: what the runs inbox reads: a page of runs with the filters' choices, a run with the
   cases made from it
@@ -69,6 +70,7 @@ from .results import (
     report,
     send_results,
 )
+from .revisions import Revision, etag, list_revisions, revise_case
 from .run_pages import (
     ComparisonPage,
     HistoryRow,
@@ -108,6 +110,7 @@ __all__ = [
     "Page",
     "Principal",
     "ResultView",
+    "Revision",
     "RunPage",
     "RunView",
     "RunWithCases",
@@ -123,6 +126,7 @@ __all__ = [
     "create_token",
     "delete_expired_held_spans",
     "diff_versions",
+    "etag",
     "expect_of",
     "export_cases",
     "finish_test_run",
@@ -136,6 +140,7 @@ __all__ = [
     "ingest_traces",
     "list_cases",
     "list_results",
+    "list_revisions",
     "list_runs",
     "list_test_runs",
     "list_tokens",
@@ -154,6 +159,7 @@ __all__ = [
     "restore_cases",
     "retire_case",
     "retire_cases",
+    "revise_case",
     "revoke_token",
     "run_page",
     "run_with_cases",

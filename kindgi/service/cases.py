@@ -25,7 +25,7 @@ from .counts import Counts, page_counts, tally_retirements
 from .identity import Principal
 from .paging import Page, keyset_page, newest_first
 from .run_pages import HistoryRow, case_history
-from .versions import find_version
+from .versions import as_frozen, find_version, pinned_expect
 
 # What a list shows of a case, in the order `schemas.cases.case_json` reads it (the position first);
 # its expectation as the JSON text stored, written out as it is (parsing it and writing it again
@@ -276,18 +276,24 @@ def _case(caller: Principal, agent: AgentRef, case_id: str, *, lock: bool = Fals
     return case
 
 
-def get_case(caller: Principal, agent_id: str, case_id: str, *, history: bool = False) -> CaseView:
-    """A case with its run's snapshot; with `history`, its outcome in the newest test runs
-    too (the case page's, which the API's one case does not pay for)."""
+def readable_case(caller: Principal, agent_id: str, case_id: str) -> tuple[Case, Grants]:
+    """The case, once the caller may read in its project, with the caller's grants there."""
     agent = find_agent(caller, agent_id)
     case = _case(caller, agent, case_id)
     may = grants(caller, agent, case.project_id)
     may.require("read", agent, case.project_id)
+    return case, may
+
+
+def get_case(caller: Principal, agent_id: str, case_id: str, *, history: bool = False) -> CaseView:
+    """A case with its run's snapshot; with `history`, its outcome in the newest test runs
+    too (the case page's, which the API's one case does not pay for)."""
+    case, may = readable_case(caller, agent_id, case_id)
     snapshot = db.session.get(Snapshot, case.run_id)
-    return CaseView(case, snapshot, agent.id, may, case_history(case.id) if history else [])
+    return CaseView(case, snapshot, agent_id, may, case_history(case.id) if history else [])
 
 
-def _publishable(caller: Principal, agent_id: str, case_id: str) -> Case:
+def publishable_case(caller: Principal, agent_id: str, case_id: str) -> Case:
     """The case, locked for a change, once the caller may publish in its project."""
     agent = find_agent(caller, agent_id)
     case = _case(caller, agent, case_id, lock=True)
@@ -297,7 +303,7 @@ def _publishable(caller: Principal, agent_id: str, case_id: str) -> Case:
 
 def retire_case(caller: Principal, agent_id: str, case_id: str, reason: str) -> Case:
     """Take a case out of grading; it stays listed with `include=retired`."""
-    case = _publishable(caller, agent_id, case_id)
+    case = publishable_case(caller, agent_id, case_id)
     if case.retired_at is not None:
         raise CaseRetired()
     _retire([case], caller, reason)
@@ -306,7 +312,7 @@ def retire_case(caller: Principal, agent_id: str, case_id: str, reason: str) -> 
 
 def restore_case(caller: Principal, agent_id: str, case_id: str) -> Case:
     """Put a retired case back into grading."""
-    case = _publishable(caller, agent_id, case_id)
+    case = publishable_case(caller, agent_id, case_id)
     if case.retired_at is None:
         raise CaseActive()
     _restore([case])
@@ -391,13 +397,17 @@ def _export_query(
     """A chunk of the export: the list's columns, then the snapshot's input, output and calls
     as the JSON text stored (written out as they are, never parsed)."""
     raw = [cast(column, Text) for column in (Snapshot.input, Snapshot.output, Snapshot.calls)]
-    query = select(*CASE_COLUMNS, *raw).join(Snapshot, Snapshot.run_id == Case.run_id)
-    if of_version:  # a version's cases, by case id (the order its members are kept in)
-        query = query.join(VersionMember, VersionMember.case_id == Case.id).where(
-            VersionMember.version_pk == bindparam("version_pk"),
-            VersionMember.case_id > bindparam("after_id"),
+    if of_version:  # a version's cases by case id (its members' order), as it froze them
+        pinned = {"expect": cast(pinned_expect(), Text), "revision": VersionMember.revision}
+        columns = [pinned.get(c.name, c) for c in CASE_COLUMNS]
+        query = as_frozen(
+            select(*columns, *raw).join(Snapshot, Snapshot.run_id == Case.run_id),
+            bindparam("version_pk"),
+            Case.id,
         )
+        query = query.where(VersionMember.case_id > bindparam("after_id"))
         return query.order_by(VersionMember.case_id).limit(bindparam("limit"))
+    query = select(*CASE_COLUMNS, *raw).join(Snapshot, Snapshot.run_id == Case.run_id)
     query = _filtered(query, dialect_name, retired_too, False, frozenset(), None)
     return newest_first(query, Case.added_at, Case.id, after)
 
@@ -412,7 +422,7 @@ def export_cases(
 ) -> Iterator[Any]:
     """Every case of the test set with its snapshot, read a chunk at a time as it is written
     out: newest first like the list (`include=retired` adds the retired), or a version's
-    cases by id (as they stand now, retired or not)."""
+    cases by id (retired or not as they stand now, with the revision it froze)."""
     agent, _ = readable(caller, agent_id, project_id)
     params: dict[str, Any] = {"agent_pk": agent.pk, "project_id": project_id}
     params["limit"], params["after_id"] = EXPORT_CHUNK, ""

@@ -11,13 +11,14 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from sqlalchemy import bindparam, exists, func, select, text
+from sqlalchemy import and_, bindparam, exists, func, or_, select, text
 
 from ..database import db
 from ..idempotency import TTL
 from ..models import (
     CORRECTION_STATUSES,
     Case,
+    CaseRevision,
     IdempotencyRecord,
     RunCase,
     RunTool,
@@ -25,6 +26,7 @@ from ..models import (
     Tally,
     TestRun,
     Token,
+    VersionMember,
 )
 from ..models import Run as RunRow
 from ..words import are_words
@@ -96,7 +98,7 @@ def search_words() -> list[str]:
     (cut again, they are themselves: no text stored as it was written, none cut by another
     rule, which the index would hold as words no search finds), and its retire reason's words
     are what `kindgi.words` makes of the reason. (That a case's words are its expectation's
-    and run's holds by construction: both are written once, from texts that never change.)
+    and run's holds by construction: they are written from both whenever either is.)
     Read a chunk of cases at a time, by id."""
     breaches = []
     for case_id, said, reason, reason_said in _chunked(
@@ -106,6 +108,61 @@ def search_words() -> list[str]:
             breaches.append(f"case {case_id}: its words are not in the search's form")
         if reason_said != search.reason_words(reason):
             breaches.append(f"case {case_id}: its retire reason's words are not the reason's")
+    return breaches
+
+
+def revisions() -> list[str]:
+    """A case at revision 1 keeps no revisions; a revised one keeps every revision from 1 to
+    its own, the newest expecting what the case expects; a frozen version pins a revision its
+    case has had."""
+    kept = (
+        select(
+            CaseRevision.case_id,
+            func.count().label("n"),
+            func.max(CaseRevision.revision).label("newest"),
+        )
+        .group_by(CaseRevision.case_id)
+        .subquery()
+    )
+    breaches = [
+        f"case {case_id} is at revision {revision}, and keeps {n or 0} revisions up to {newest}"
+        for case_id, revision, n, newest in db.session.execute(
+            select(Case.id, Case.revision, kept.c.n, kept.c.newest)
+            .outerjoin(kept, kept.c.case_id == Case.id)
+            .where(
+                or_(
+                    and_(Case.revision == 1, kept.c.n.is_not(None)),
+                    and_(
+                        Case.revision != 1,
+                        or_(
+                            kept.c.n.is_(None),
+                            kept.c.n != Case.revision,
+                            kept.c.newest != Case.revision,
+                        ),
+                    ),
+                )
+            )
+            .order_by(Case.id)
+        )
+    ]
+    newest = select(Case.id, Case.expect, CaseRevision.expect).join(
+        CaseRevision,
+        and_(CaseRevision.case_id == Case.id, CaseRevision.revision == Case.revision),
+    )
+    breaches += [
+        f"case {case_id} expects other than its revision {revision_expect!r}"
+        for case_id, expect, revision_expect in db.session.execute(newest.order_by(Case.id))
+        if expect != revision_expect
+    ]
+    breaches += [
+        f"version member {case_id} pins revision {pinned}, and its case is at {revision}"
+        for case_id, pinned, revision in db.session.execute(
+            select(VersionMember.case_id, VersionMember.revision, Case.revision)
+            .join(Case, Case.id == VersionMember.case_id)
+            .where(or_(VersionMember.revision < 1, VersionMember.revision > Case.revision))
+            .order_by(VersionMember.case_id)
+        )
+    ]
     return breaches
 
 
@@ -299,6 +356,7 @@ RULES: dict[str, Callable[[], list[str]]] = {
     "snapshots": snapshots,
     "correction statuses": statuses,
     "search words": search_words,
+    "case revisions": revisions,
     "idempotency answers": idempotency_answers,
     "test run tallies": run_tallies,
     "runs made cases": runs_cased,

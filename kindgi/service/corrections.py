@@ -108,7 +108,7 @@ _MARK_CASED = (
 )
 
 
-def _check_items(items: Iterable[dict[str, Any]], output: Any) -> None:
+def check_items(items: Iterable[dict[str, Any]], output: Any) -> None:
     """Every item's pointer must point at something in the run's output."""
     for index, item in enumerate(items):
         if "pointer" not in item:
@@ -141,7 +141,7 @@ def _new_case(
         raise RunNotFound()
     items = body.get("items", [])
     if any("pointer" in item for item in items):
-        _check_items(items, snapshot.output)
+        check_items(items, snapshot.output)
     by = caller.actor
     expect = expect_of(body)
     values = {
@@ -151,6 +151,7 @@ def _new_case(
         "run_id": run.id,
         "made_on": run.version,
         "expect": expect,
+        "revision": 1,
         "search_text": search.document(
             search.expect_words(expect), search.run_words(snapshot.input, snapshot.output)
         ),

@@ -67,7 +67,6 @@ def tally(case: Case, delta: int, retired: bool | None = None) -> None:
     """Move the case's cell of its test set's counts by `delta`, atomically (the cell of its
     retired state, unless `retired` names the other), and count a change of the set (so the
     next freeze makes a new version). The change counter is locked after the cells, always."""
-    key = {"agent_pk": case.agent_pk, "project_id": case.project_id}
     sql().execute(
         _tally_upsert(dialect()),
         {
@@ -80,7 +79,13 @@ def tally(case: Case, delta: int, retired: bool | None = None) -> None:
             "n": delta,
         },
     )
-    sql().execute(_changes_upsert(dialect()), key)
+    note_change(case.agent_pk, case.project_id)
+
+
+def note_change(agent_pk: int, project_id: str) -> None:
+    """Count a change of the set (a case in, out, retired, restored or revised), so the next
+    freeze makes a new version."""
+    sql().execute(_changes_upsert(dialect()), {"agent_pk": agent_pk, "project_id": project_id})
 
 
 def tally_retirements(cases: list[Case], retiring: bool) -> None:
@@ -100,7 +105,7 @@ def tally_retirements(cases: list[Case], retiring: bool) -> None:
                 {**set_key, "week": week, "kind": kind, "retired": retired, "expert": expert,
                  "n": sign * n},
             )  # fmt: skip
-    sql().execute(_changes_upsert(dialect()), set_key)
+    note_change(cases[0].agent_pk, cases[0].project_id)
 
 
 def recount() -> dict[tuple[Any, ...], int]:
@@ -126,7 +131,7 @@ def rebuild_tallies() -> None:
     if rows:
         db.session.execute(Tally.__table__.insert(), rows)
     for agent_pk, project_id in {(row["agent_pk"], row["project_id"]) for row in rows}:
-        sql().execute(_changes_upsert(dialect()), {"agent_pk": agent_pk, "project_id": project_id})
+        note_change(agent_pk, project_id)
 
 
 @dataclass

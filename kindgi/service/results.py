@@ -23,13 +23,14 @@ from ..errors import (
     bad_input,
 )
 from ..grading import CHANGES, PARTS
-from ..models import Case, RunCase, Snapshot, TestRun
+from ..models import Case, RunCase, Snapshot, TestRun, VersionMember
 from . import judging
 from .access import find_agent, require
 from .common import sql
 from .identity import Principal
 from .paging import Page, after_id, id_page
 from .test_runs import RunView, find_run, run_to_change, run_to_read, settle
+from .versions import as_frozen, pinned_expect
 
 RESULT_FIELDS = ("output", "calls", "ranked", "error")
 
@@ -45,10 +46,13 @@ def _digest(result: dict[str, Any]) -> str:
     return hashlib.sha256(text).hexdigest()
 
 
-_GRADING_INPUTS = (
-    select(Case.id, Case.expect, Snapshot.calls, Snapshot.output)
+# Each case's expectation as the run's version froze it, and its run's calls and output
+_GRADING_INPUTS = as_frozen(
+    select(Case.id, pinned_expect().label("expect"), Snapshot.calls, Snapshot.output)
     .join(Snapshot, Snapshot.run_id == Case.run_id)
-    .where(Case.id.in_(bindparam("ids", expanding=True)))
+    .where(Case.id.in_(bindparam("ids", expanding=True))),
+    bindparam("version"),
+    Case.id,
 )
 _SAVE = (
     update(RunCase.__table__)
@@ -115,7 +119,10 @@ def _grade(run: TestRun, new: list[tuple[dict[str, Any], str]]) -> None:
     """Grade each new result, keep it, and move the run's tallies (and its comparison with its
     baseline) in the same transaction."""
     ids = [result["caseId"] for result, _ in new]
-    inputs = {row.id: row for row in sql().execute(_GRADING_INPUTS, {"ids": ids})}
+    inputs = {
+        row.id: row
+        for row in sql().execute(_GRADING_INPUTS, {"ids": ids, "version": run.version_pk})
+    }
     baseline = _outcomes(run.baseline_pk, ids) if run.baseline_pk else {}
     tallies = run.tallies
     judged = "judge" in tallies  # a judge was configured when the run started
@@ -249,21 +256,27 @@ def results_of(
 
 @dataclass
 class ResultView:
-    """One case of a run: its result beside the case's expectation and its run's snapshot."""
+    """One case of a run: its result beside the expectation the run graded with (the case's
+    revision its version froze) and its run's snapshot."""
 
     row: RunCase
     case: Case
     snapshot: Snapshot
+    expect: dict[str, Any]
 
 
 def get_result(caller: Principal, agent_id: str, run_id: str, case_id: str) -> ResultView:
     agent = find_agent(caller, agent_id)
     run = find_run(caller, agent, run_id)
     found = db.session.execute(
-        select(RunCase, Case, Snapshot)
-        .join(Case, Case.id == RunCase.case_id)
-        .join(Snapshot, Snapshot.run_id == Case.run_id)
-        .where(RunCase.run_pk == run.pk, RunCase.case_id == case_id)
+        as_frozen(
+            select(RunCase, Case, Snapshot, pinned_expect())
+            .join(Case, Case.id == RunCase.case_id)
+            .join(Snapshot, Snapshot.run_id == Case.run_id)
+            .where(RunCase.run_pk == run.pk, RunCase.case_id == case_id),
+            run.version_pk,
+            RunCase.case_id,
+        )
     ).first()
     if found is None:
         raise CaseNotFound()
@@ -334,6 +347,17 @@ def compare(
     after = after_id(cursor, binding)
     mine, theirs = RunCase.__table__.alias("mine"), RunCase.__table__.alias("theirs")
     change_of = _change_sql(mine, theirs)
+    pairs = mine.outerjoin(
+        theirs,
+        and_(
+            theirs.c.run_pk == other.pk,
+            theirs.c.case_id == mine.c.case_id,
+            theirs.c.case_id > after,  # a merge join starts there, not at the top
+        ),
+    )
+    revised: Any = null()
+    if run.version_pk != other.version_pk:  # a case revised between the two versions
+        pairs, revised = _with_revisions(pairs, mine, run.version_pk, other.version_pk)
     rows = []
     if wanted - {"gone"}:
         paired = (
@@ -343,17 +367,9 @@ def compare(
                 mine.c.outcome,
                 theirs.c.outcome,
                 mine.c.items_score - theirs.c.items_score,
+                revised,
             )
-            .select_from(
-                mine.outerjoin(
-                    theirs,
-                    and_(
-                        theirs.c.run_pk == other.pk,
-                        theirs.c.case_id == mine.c.case_id,
-                        theirs.c.case_id > after,  # a merge join starts there, not at the top
-                    ),
-                )
-            )
+            .select_from(pairs)
             .where(mine.c.run_pk == run.pk, mine.c.case_id > after)
             .order_by(mine.c.case_id)
             .limit(limit + 1)
@@ -363,7 +379,7 @@ def compare(
         rows += sql().execute(paired).all()
     if "gone" in wanted and counts["gone"]:
         gone = (
-            select(theirs.c.case_id, literal("gone"), null(), theirs.c.outcome, null())
+            select(theirs.c.case_id, literal("gone"), null(), theirs.c.outcome, null(), null())
             .where(
                 theirs.c.run_pk == other.pk,
                 theirs.c.case_id > after,
@@ -379,6 +395,17 @@ def compare(
     page = id_page(rows[: limit + 1], limit, binding)
     p_value = grading.mcnemar_p(counts["regressed"], counts["fixed"])
     return Comparison(page, counts, p_value, other)
+
+
+def _with_revisions(pairs: Any, mine: Any, version_pk: int, other_pk: int) -> tuple[Any, Any]:
+    """The pairs joined to the revision each run's version froze its case at, and whether the
+    two differ (NULL for a case the other version lacks)."""
+    own = VersionMember.__table__.alias("own")
+    other = VersionMember.__table__.alias("other")
+    pairs = pairs.join(
+        own, and_(own.c.version_pk == version_pk, own.c.case_id == mine.c.case_id)
+    ).outerjoin(other, and_(other.c.version_pk == other_pk, other.c.case_id == mine.c.case_id))
+    return pairs, other.c.revision != own.c.revision
 
 
 def _count_changes(run_pk: int, other_pk: int) -> dict[str, int]:

@@ -28,7 +28,7 @@ from .access import AgentRef, find_agent, readable, require, scope
 from .common import analyze, bulk, clock, judge_settings, new_id, sql
 from .identity import Principal
 from .paging import Page, after_id, id_page, keyset_page, newest_first
-from .versions import freeze, test_set_id
+from .versions import as_frozen, freeze, pinned_expect, test_set_id
 
 CASE_OUTCOMES = ("pending", "pass", "fail", "error", "ungraded")
 PART_OUTCOMES = {
@@ -272,14 +272,16 @@ def runner_cases(
     _, run = run_to_read(caller, agent_id, run_id)
     binding = {"list": "run-cases", "run": run.pk, "awaiting": awaiting, "caller": caller.scope}
     after = after_id(cursor, binding)
-    query = (
-        select(RunCase.case_id, Case.kind, Case.expert, Case.expect, Snapshot.input)
+    query = as_frozen(
+        select(RunCase.case_id, Case.kind, Case.expert, pinned_expect(), Snapshot.input)
         .join(Case, Case.id == RunCase.case_id)
         .join(Snapshot, Snapshot.run_id == Case.run_id)
         # said of both sides: a merge join starts there, not at the top
         .where(RunCase.run_pk == run.pk, RunCase.case_id > after, Case.id > after)
         .order_by(RunCase.case_id)
-        .limit(limit + 1)
+        .limit(limit + 1),
+        run.version_pk,
+        RunCase.case_id,
     )
     if awaiting:
         query = query.where(RunCase.outcome == "awaiting")

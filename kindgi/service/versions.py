@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, literal, select
+from sqlalchemy import JSON, Select, and_, bindparam, func, literal, select
 
 from ..database import db
 from ..errors import VersionNotFound
-from ..models import Case, Tally, TestSetChanges, TestSetVersion, VersionMember
+from ..models import Case, CaseRevision, Tally, TestSetChanges, TestSetVersion, VersionMember
 from .access import AgentRef, readable, scope
 from .common import analyze, bulk, clock, dialect, insert_for, sql
 from .identity import Principal
@@ -38,6 +38,35 @@ _NEWEST = (
     .order_by(TestSetVersion.number.desc())
     .limit(1)
 )
+
+
+# A revision a version pinned that is no longer the case's: read from `case_revisions`
+_PINNED = CaseRevision.__table__.alias("pinned")
+
+
+def pinned_expect() -> Any:
+    """The expectation a version's member was frozen with: its revision's, or the case's own
+    when that is still the case's (a query using it is joined by `as_frozen`)."""
+    return func.coalesce(_PINNED.c.expect, Case.expect, type_=JSON)
+
+
+def as_frozen(query: Select[Any], version_pk: Any, case_id: Any) -> Select[Any]:
+    """`query` (over `Case`) joined to each case's membership of a version (`case_id` is the
+    column naming the case) and to the revision the version pinned, read only when the case
+    has been revised since: `pinned_expect()` is then what the version froze."""
+    query = query.join(
+        VersionMember,
+        and_(VersionMember.version_pk == version_pk, VersionMember.case_id == case_id),
+    )
+    return query.outerjoin_from(
+        Case,
+        _PINNED,
+        and_(
+            VersionMember.revision != Case.revision,
+            _PINNED.c.case_id == Case.id,
+            _PINNED.c.revision == VersionMember.revision,
+        ),
+    )
 
 
 def newest_version(agent_pk: int, project_id: str) -> TestSetVersion | None:
@@ -80,14 +109,16 @@ def freeze(caller: Principal, agent: AgentRef, project_id: str) -> TestSetVersio
     db.session.add(version)
     db.session.flush()
     bulk()
-    active = select(literal(version.pk), Case.id, Case.expert).where(
+    active = select(literal(version.pk), Case.id, Case.expert, Case.revision).where(
         Case.agent_pk == agent.pk,
         Case.project_id == project_id,
         Case.is_case,
         Case.retired_at.is_(None),
     )
     sql().execute(
-        VersionMember.__table__.insert().from_select(["version_pk", "case_id", "expert"], active)
+        VersionMember.__table__.insert().from_select(
+            ["version_pk", "case_id", "expert", "revision"], active
+        )
     )
     version.total, version.expert = sql().execute(_ACTIVE_COUNTS, params).one()
     analyze(VersionMember.__table__, version.total)
@@ -161,11 +192,13 @@ def find_version(agent_pk: int, project_id: str, name: str) -> TestSetVersion:
 
 @dataclass
 class VersionDiff:
-    """The cases in one version and not the other (`added`), or the reverse (`removed`)."""
+    """The cases in one version and not the other (`added`), or the reverse (`removed`), and
+    those in both whose expectation was revised between them (`changed`)."""
 
     page: Page
     added: int
     removed: int
+    changed: int
 
 
 def _only_in(one: int, other: int) -> Select[Any]:
@@ -183,6 +216,20 @@ def _only_in(one: int, other: int) -> Select[Any]:
     )
 
 
+def _revised_between(one: int, other: int) -> Select[Any]:
+    """Members of both versions pinned at different revisions, as version `one` has them."""
+    theirs = VersionMember.__table__.alias("theirs")
+    return (
+        select(VersionMember.case_id, VersionMember.expert, Case.kind)
+        .join(Case, Case.id == VersionMember.case_id)
+        .join(
+            theirs,
+            and_(theirs.c.version_pk == other, theirs.c.case_id == VersionMember.case_id),
+        )
+        .where(VersionMember.version_pk == one, theirs.c.revision != VersionMember.revision)
+    )
+
+
 def diff_versions(
     caller: Principal,
     agent_id: str,
@@ -194,17 +241,21 @@ def diff_versions(
     limit: int = 25,
     cursor: str | None = None,
 ) -> VersionDiff:
-    """Cases added in `version` since `other` and removed from it, by case id, a page at a
-    time; the counts are never filtered."""
+    """Cases added in `version` since `other`, removed from it, and changed (revised) between
+    them, by case id, a page at a time; the counts are never filtered."""
     agent, grants = scope(caller, agent_id, project_id)
     mine = find_version(agent.pk, project_id, version)  # what the path names: 404 before 403
     theirs = find_version(agent.pk, project_id, other)
     grants.require("read", agent, project_id)
-    added, removed = _only_in(mine.pk, theirs.pk), _only_in(theirs.pk, mine.pk)
-    counts = [
-        sql().execute(select(func.count()).select_from(q.subquery())).scalar_one()
-        for q in (added, removed)
-    ]
+    changes = {
+        "added": _only_in(mine.pk, theirs.pk),
+        "removed": _only_in(theirs.pk, mine.pk),
+        "changed": _revised_between(mine.pk, theirs.pk),
+    }
+    counts = {
+        name: sql().execute(select(func.count()).select_from(q.subquery())).scalar_one()
+        for name, q in changes.items()
+    }
     binding = {
         "list": "version-diff",
         "agent": agent.pk,
@@ -215,10 +266,10 @@ def diff_versions(
     }
     after = after_id(cursor, binding)
     rows: list[tuple[str, str, str, bool]] = []
-    for name, query in (("added", added), ("removed", removed)):
+    for name, query in changes.items():
         if change and change != name:
             continue
         q = query.where(VersionMember.case_id > after).order_by(VersionMember.case_id)
         rows += [(r.case_id, name, r.kind, r.expert) for r in sql().execute(q.limit(limit + 1))]
     rows.sort()
-    return VersionDiff(id_page(rows, limit, binding), *counts)
+    return VersionDiff(id_page(rows, limit, binding), **counts)
