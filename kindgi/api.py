@@ -362,6 +362,8 @@ def compare(agent_id: str, run_id: str, other_id: str):
     out = page_json(found.page, compare_row_json)
     out["counts"] = change_counts_json(found.counts)
     out["pValue"] = found.p_value
+    if found.shared_only:
+        out["sharedOnly"] = True
     return jsonify(out)
 
 

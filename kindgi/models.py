@@ -21,6 +21,7 @@ from sqlalchemy import (
     Index,
     Integer,
     LargeBinary,
+    SmallInteger,
     String,
     Text,
     UniqueConstraint,
@@ -404,6 +405,9 @@ class TestRun(db.Model):
     created_by_id: Mapped[str] = mapped_column(String(64))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)
     tallies: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # A quick run's sample (`service.quick_runs`): {size, seed, population, strata: [[name,
+    # population, drawn, prior], …]}; None for a full run
+    sample: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     __table_args__ = (Index("ix_test_runs_list", "agent_pk", "project_id", "created_at", "id"),)
 
@@ -423,6 +427,7 @@ class RunCase(db.Model):
     parts: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # each part's explanation
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # as the candidate sent it
     result_digest: Mapped[str | None] = mapped_column(String(64))  # of its canonical JSON
+    stratum: Mapped[int | None] = mapped_column(SmallInteger)  # a quick run's: its sample's stratum
 
     # a case's history: its results newest run first (`service.run_pages.case_history`)
     __table_args__ = (Index("ix_test_run_cases_case", "case_id", "run_pk"),)

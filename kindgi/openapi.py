@@ -265,7 +265,8 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "api.start_test_run": Operation(
         "agentsTestRunsStart",
-        "Freeze the test set (or reuse its unchanged version) and open a test run.",
+        "Freeze the test set (or reuse its unchanged version) and open a test run: of all its "
+        "cases, or a quick run of a sample of them (`sample`), which estimates the full pass rate.",
         None,
         StartTestRunBody,
         201,
@@ -348,7 +349,8 @@ OPERATIONS: dict[str, Operation] = {
     "api.compare": Operation(
         "agentsTestRunsCompare",
         "This run against another of the same test set, paired by case id, with the exact "
-        "McNemar p-value of regressed against fixed.",
+        "McNemar p-value of regressed against fixed (only the cases both had when one is a "
+        "quick run).",
         CompareQuery,
         None,
         200,

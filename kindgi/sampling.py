@@ -158,8 +158,9 @@ def draw(
 
 def estimate(strata: Sequence[tuple[int, int, float, int, int]]) -> Estimate | None:
     """The full pass rate from each stratum's (population, drawn, prior, passed, graded), where
-    graded counts pass, fail and error; None when no sampled case is graded. A stratum none of
-    whose drawn cases is graded is left out and the others' weights grow to fill the set.
+    graded counts the cases that passed or failed; None when no sampled case is graded. A
+    stratum none of whose drawn cases is graded is left out and the others' weights grow to fill
+    the set.
 
     Each stratum's variance uses its pass rate shrunk half a case toward its prior rate, so a
     stratum that all passed (or all failed) still admits it might not have."""
