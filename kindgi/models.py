@@ -407,7 +407,7 @@ class TestRun(db.Model):
     tallies: Mapped[dict[str, Any]] = mapped_column(JSON)
     # A quick run's sample (`service.quick_runs`): {size, seed, population, strata: [[name,
     # population, drawn, prior], …]}; None for a full run
-    sample: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    sample: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
 
     __table_args__ = (Index("ix_test_runs_list", "agent_pk", "project_id", "created_at", "id"),)
 

@@ -20,19 +20,21 @@ from ..grading import PARTS
 from ..models import Case, RunCase, TestRun
 from .common import sql
 
-HISTORY = 50  # done runs a case's prior pass rate is read from
+HISTORY = 50  # done full runs a case's prior pass rate is read from
 SEED_BOUND = 2**31
 
 
 def prior_rates(agent_pk: int, project_id: str) -> dict[str, float]:
     """Each case's pass rate (pass over pass and fail) in the test set's last `HISTORY` done
-    runs, for the cases that had such an outcome there."""
+    full runs, for the cases that had such an outcome there. Quick runs are left out: a burst of
+    them would crowd the full runs out of the window and leave most cases with no history."""
     recent = (
         select(TestRun.pk)
         .where(
             TestRun.agent_pk == agent_pk,
             TestRun.project_id == project_id,
             TestRun.status == "done",
+            TestRun.sample.is_(None),
         )
         .order_by(TestRun.finished_at.desc(), TestRun.pk.desc())
         .limit(HISTORY)
