@@ -49,6 +49,7 @@ from .schemas.corrections import (
 )
 from .schemas.counts import test_set_json
 from .schemas.identity import NewTokenBody, TokenOut
+from .schemas.records import record_json
 from .schemas.runs import RecordRunBody, RunOut, RunsQuery
 from .schemas.test_runs import (
     CompareQuery,
@@ -164,6 +165,11 @@ def get_case(agent_id: str, case_id: str):
     out = case_json(view.case)
     out["snapshot"] = dump(SnapshotOut, view.snapshot)
     return jsonify(out)
+
+
+@bp.get("/agents/<agent_id>/test-set/cases/<case_id>/record")
+def get_case_record(agent_id: str, case_id: str):
+    return jsonify(record_json(*service.get_record(g.caller, agent_id, case_id)))
 
 
 @bp.post("/agents/<agent_id>/test-set/cases/<case_id>/retire")

@@ -433,6 +433,28 @@ class RunCase(db.Model):
     __table_args__ = (Index("ix_test_run_cases_case", "case_id", "run_pk"),)
 
 
+class CaseRecord(db.Model):
+    """A case's record over its set's last 50 done full runs (`service.records`), rewritten for
+    the cases of each run that ends and of the run it pushes out of the window, so reading it
+    is one row."""
+
+    __tablename__ = "case_records"
+    case_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    agent_pk: Mapped[int] = mapped_column(Integer)
+    project_id: Mapped[str] = mapped_column(String(36))
+    runs: Mapped[int] = mapped_column(Integer)  # the window's runs that graded it
+    passed: Mapped[int] = mapped_column(Integer)
+    failed: Mapped[int] = mapped_column(Integer)
+    errored: Mapped[int] = mapped_column(Integer)
+    failed_by: Mapped[list[str]] = mapped_column(JSON)  # candidates that failed or erred it
+    flaky: Mapped[bool] = mapped_column(Boolean)
+    separation: Mapped[float | None] = mapped_column(Float)
+    last_failed: Mapped[datetime | None] = mapped_column(DateTime)
+    streak: Mapped[int] = mapped_column(Integer)  # its newest runs in a row that did not pass
+
+    __table_args__ = (Index("ix_case_records_set", "agent_pk", "project_id"),)
+
+
 # ---------------------------------------------------------------- the judge
 
 

@@ -30,6 +30,7 @@ from .schemas.corrections import (
 )
 from .schemas.counts import TestSetOut
 from .schemas.identity import NewTokenBody, NewTokenOut, TokenPage
+from .schemas.records import CaseRecordOut
 from .schemas.runs import RecordRunBody, RunOut, RunPage, RunsQuery
 from .schemas.test_runs import (
     ComparePage,
@@ -149,6 +150,16 @@ OPERATIONS: dict[str, Operation] = {
         None,
         200,
         CaseDetailOut,
+        (),
+    ),
+    "api.get_case_record": Operation(
+        "agentsTestSetGetCaseRecord",
+        "A case's record over its test set's last 50 done full runs: its outcomes, the "
+        "candidates that failed it, whether it is flaky, how well it separates candidates.",
+        None,
+        None,
+        200,
+        CaseRecordOut,
         (),
     ),
     "api.retire_case": Operation(

@@ -24,7 +24,7 @@ from ..errors import (
 )
 from ..grading import CHANGES
 from ..models import Case, RunCase, Snapshot, TestRun, VersionMember
-from . import quick_runs
+from . import quick_runs, records
 from .access import AgentRef, find_agent, readable, require, scope
 from .common import analyze, bulk, clock, judge_settings, new_id, sql
 from .identity import Principal
@@ -342,8 +342,9 @@ def finish_test_run(caller: Principal, agent_id: str, run_id: str) -> RunView:
 
 def settle(run: TestRun, tallies: dict[str, Any]) -> None:
     """Store the run's new tallies; with nothing awaiting it leaves `open`: `grading` while an
-    answer waits for the judge, else `done`."""
+    answer waits for the judge, else `done` (and a full run's cases' records are rewritten)."""
     waiting = tallies["cases"]["pending"] or tallies.get("judge", {}).get("calibrating", 0)
+    was = run.status
     if run.status == "open" and tallies["cases"]["awaiting"] == 0:
         run.status = "grading"
     if run.status == "grading" and not waiting:
@@ -355,6 +356,8 @@ def settle(run: TestRun, tallies: dict[str, Any]) -> None:
     run.tallies = tallies
     flag_modified(run, "tallies")  # changed in place: say so, or it is not saved
     db.session.flush()
+    if run.status == "done" and was != "done" and run.sample is None:
+        records.run_done(run)
 
 
 def cancel_test_run(caller: Principal, agent_id: str, run_id: str) -> RunView:
