@@ -2,9 +2,10 @@
 (docs/design.md §9.9; the rules in `kindgi.sampling`).
 
 The sample is drawn when the run starts, from the cases the run would otherwise have had,
-stratified by their parts and by their pass rate in the set's last 50 done runs; the run keeps
-the sample's strata, and each of its cases the stratum it came from. When the run is done its
-estimate is counted from its own cases (as many as the sample) and kept in its tallies.
+stratified by their parts and by their pass rate in the set's last 50 done full runs (their
+records); the run keeps the sample's strata, and each of its cases the stratum it came from.
+When the run is done its estimate is counted from its own cases (as many as the sample) and kept
+in its tallies.
 """
 
 from __future__ import annotations
@@ -12,41 +13,28 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from sqlalchemy import Select, case, func, select
+from sqlalchemy import Select, func, select
 
 from .. import sampling
 from ..errors import bad_input
 from ..grading import PARTS
-from ..models import Case, RunCase, TestRun
+from ..models import Case, CaseRecord, RunCase, TestRun
 from .common import sql
 
-HISTORY = 50  # done full runs a case's prior pass rate is read from
 SEED_BOUND = 2**31
 
 
 def prior_rates(agent_pk: int, project_id: str) -> dict[str, float]:
-    """Each case's pass rate (pass over pass and fail) in the test set's last `HISTORY` done
-    full runs, for the cases that had such an outcome there. Quick runs are left out: a burst of
-    them would crowd the full runs out of the window and leave most cases with no history."""
-    recent = (
-        select(TestRun.pk)
-        .where(
-            TestRun.agent_pk == agent_pk,
-            TestRun.project_id == project_id,
-            TestRun.status == "done",
-            TestRun.sample.is_(None),
-        )
-        .order_by(TestRun.finished_at.desc(), TestRun.pk.desc())
-        .limit(HISTORY)
-        .subquery()
-    )
-    passed = func.sum(case((RunCase.outcome == "pass", 1), else_=0))
+    """Each case's pass rate (pass over pass and fail) in the test set's last 50 done full runs,
+    from the cases' records (`service.records`), for the cases that passed or failed there."""
     rows = sql().execute(
-        select(RunCase.case_id, passed, func.count())
-        .where(RunCase.run_pk.in_(select(recent.c.pk)), RunCase.outcome.in_(("pass", "fail")))
-        .group_by(RunCase.case_id)
+        select(CaseRecord.case_id, CaseRecord.passed, CaseRecord.failed).where(
+            CaseRecord.agent_pk == agent_pk,
+            CaseRecord.project_id == project_id,
+            CaseRecord.passed + CaseRecord.failed > 0,
+        )
     )
-    return {case_id: wins / n for case_id, wins, n in rows}
+    return {case_id: wins / (wins + losses) for case_id, wins, losses in rows}
 
 
 def parts_of(expect: dict[str, Any]) -> str:
