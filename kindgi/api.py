@@ -51,6 +51,7 @@ from .schemas.corrections import (
 )
 from .schemas.counts import test_set_json
 from .schemas.identity import NewTokenBody, TokenOut
+from .schemas.records import record_json
 from .schemas.runs import RecordRunBody, RunOut, RunsQuery
 from .schemas.test_runs import (
     CompareQuery,
@@ -171,6 +172,11 @@ def get_case(agent_id: str, case_id: str):
     out = case_json(view.case)
     out["snapshot"] = dump(SnapshotOut, view.snapshot)
     return _one_case(view.case, out)
+
+
+@bp.get("/agents/<agent_id>/test-set/cases/<case_id>/record")
+def get_case_record(agent_id: str, case_id: str):
+    return jsonify(record_json(*service.get_record(g.caller, agent_id, case_id)))
 
 
 @bp.post("/agents/<agent_id>/test-set/cases/<case_id>/retire")
@@ -381,6 +387,8 @@ def compare(agent_id: str, run_id: str, other_id: str):
     out = page_json(found.page, compare_row_json)
     out["counts"] = change_counts_json(found.counts)
     out["pValue"] = found.p_value
+    if found.shared_only:
+        out["sharedOnly"] = True
     return jsonify(out)
 
 

@@ -136,6 +136,7 @@ class TestRunOptions(TypedDict, total=False):
     label: str  # a branch, a pull request
     metadata: dict[str, Any]  # a commit, a CI URL… (at most 4000 characters of JSON)
     items_threshold: float  # 0..1, 0.8 unless told
+    sample: dict[str, int]  # a quick run: {"size": 100, "seed"?: 7} (docs/design.md §9.9)
 
 
 def _camel(name: str) -> str:

@@ -32,6 +32,7 @@ from .schemas.corrections import (
 )
 from .schemas.counts import TestSetOut
 from .schemas.identity import NewTokenBody, NewTokenOut, TokenPage
+from .schemas.records import CaseRecordOut
 from .schemas.runs import RecordRunBody, RunOut, RunPage, RunsQuery
 from .schemas.test_runs import (
     ComparePage,
@@ -175,6 +176,16 @@ OPERATIONS: dict[str, Operation] = {
         CaseDetailOut,
         (),
     ),
+    "api.get_case_record": Operation(
+        "agentsTestSetGetCaseRecord",
+        "A case's record over its test set's last 50 done full runs: its outcomes, the "
+        "candidates that failed it, whether it is flaky, how well it separates candidates.",
+        None,
+        None,
+        200,
+        CaseRecordOut,
+        (),
+    ),
     "api.retire_case": Operation(
         "agentsTestSetRetireCase",
         "Retire a case: it stays listed with include=retired and no test run checks it.",
@@ -311,7 +322,8 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "api.start_test_run": Operation(
         "agentsTestRunsStart",
-        "Freeze the test set (or reuse its unchanged version) and open a test run.",
+        "Freeze the test set (or reuse its unchanged version) and open a test run: of all its "
+        "cases, or a quick run of a sample of them (`sample`), which estimates the full pass rate.",
         None,
         StartTestRunBody,
         201,
@@ -394,7 +406,8 @@ OPERATIONS: dict[str, Operation] = {
     "api.compare": Operation(
         "agentsTestRunsCompare",
         "This run against another of the same test set, paired by case id, with the exact "
-        "McNemar p-value of regressed against fixed.",
+        "McNemar p-value of regressed against fixed (only the cases both had when one is a "
+        "quick run).",
         CompareQuery,
         None,
         200,

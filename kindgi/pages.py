@@ -273,7 +273,8 @@ def _bulk_refusal(err: DomainError) -> str:
 @login_required
 def case(agent_id: str, case_id: str):
     view = service.get_case(current_user, agent_id, case_id, history=True)
-    return render_template("case.html", view=view, errors={}, reason="")
+    record = service.record_of(case_id)
+    return render_template("case.html", view=view, record=record, errors={}, reason="")
 
 
 @bp.post("/agents/<agent_id>/test-set/cases/<case_id>/retire")
@@ -285,7 +286,10 @@ def retire(agent_id: str, case_id: str):
     except DomainError as err:
         view = service.get_case(current_user, agent_id, case_id, history=True)
         errors = (err.details or {}).get("fields", {})
-        return render_template("case.html", view=view, errors=errors, reason=reason), 400
+        record = service.record_of(case_id)
+        return render_template(
+            "case.html", view=view, record=record, errors=errors, reason=reason
+        ), 400
     service.retire_case(current_user, agent_id, case_id, body["reason"])
     flash("The case is retired: no test run checks it until it is restored.")
     return redirect(url_for("pages.case", agent_id=agent_id, case_id=case_id), 303)

@@ -22,6 +22,8 @@ record commit together. Another tenant's things look exactly like things that do
 - `run_pages`: what the test-run pages read: a run and a page of results, a comparison with its
   baseline picked, a test set's runs, a case's history, the overview's last runs
 - `health`: the readiness probe's checks, the judge's queue depth, the metrics' guard
+- `records`: each case's record over its set's last 50 done full runs, kept as runs end
+- `quick_runs`: drawing a quick run's sample and counting its estimate
 - `checks`: the database's invariants, recounted (`flask --app app kindgi check`)
 - `traces`: runs from OpenTelemetry traces (OTLP), and the held spans that expire
 """
@@ -61,6 +63,7 @@ from .identity import (
 from .imports import import_cases
 from .inbox import InboxView, RunWithCases, inbox_page, run_with_cases
 from .paging import Page
+from .records import get_record, record_of
 from .results import (
     Comparison,
     ResultView,
@@ -131,6 +134,7 @@ __all__ = [
     "export_cases",
     "finish_test_run",
     "get_case",
+    "get_record",
     "get_result",
     "get_test_run",
     "hash_password",
@@ -152,6 +156,7 @@ __all__ = [
     "readiness",
     "rebuild_tallies",
     "record_correction",
+    "record_of",
     "record_run",
     "report",
     "require_metrics_token",

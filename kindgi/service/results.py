@@ -296,6 +296,7 @@ class Comparison:
     counts: dict[str, int]
     p_value: float
     baseline: TestRun
+    shared_only: bool = False  # a quick run's: only the cases both runs had are paired
 
 
 def _change_sql(mine: Any, theirs: Any) -> Any:
@@ -325,19 +326,22 @@ def compare(
 ) -> Comparison:
     """Run `run_id` (the candidate) against `other_id` (the baseline), paired by case id: a
     page of pairs with their change, the counts of every change (never filtered), and the
-    exact McNemar p-value of regressed against fixed."""
+    exact McNemar p-value of regressed against fixed. When either is a quick run only the cases
+    both had are paired: none is `new` or `gone`."""
     agent = find_agent(caller, agent_id)
     run = find_run(caller, agent, run_id)
     other = find_run(caller, agent, other_id)  # what the path names: 404 before 403
     require(caller, "read", agent, run.project_id)
     if other.project_id != run.project_id:
         raise TestRunsNotComparable(details={"testRunId": other_id})
+    shared = run.sample is not None or other.sample is not None
     counts = (
         dict(run.tallies["comparison"])
         if run.baseline_pk == other.pk and "comparison" in run.tallies
-        else _count_changes(run.pk, other.pk)
+        else _count_changes(run.pk, other.pk, shared)
     )
-    wanted = set(change or CHANGES)
+    possible = set(CHANGES) - ({"new", "gone"} if shared else set())
+    wanted = set(change or CHANGES) & possible
     binding = {
         "list": "compare",
         "runs": [run.pk, other.pk],
@@ -347,13 +351,14 @@ def compare(
     after = after_id(cursor, binding)
     mine, theirs = RunCase.__table__.alias("mine"), RunCase.__table__.alias("theirs")
     change_of = _change_sql(mine, theirs)
-    pairs = mine.outerjoin(
+    pairs = mine.join(
         theirs,
         and_(
             theirs.c.run_pk == other.pk,
             theirs.c.case_id == mine.c.case_id,
             theirs.c.case_id > after,  # a merge join starts there, not at the top
         ),
+        isouter=not shared,
     )
     revised: Any = null()
     if run.version_pk != other.version_pk:  # a case revised between the two versions
@@ -374,7 +379,7 @@ def compare(
             .order_by(mine.c.case_id)
             .limit(limit + 1)
         )
-        if wanted != set(CHANGES):
+        if wanted != possible:
             paired = paired.where(change_of.in_(sorted(wanted)))
         rows += sql().execute(paired).all()
     if "gone" in wanted and counts["gone"]:
@@ -394,7 +399,7 @@ def compare(
     rows.sort(key=lambda row: row[0])
     page = id_page(rows[: limit + 1], limit, binding)
     p_value = grading.mcnemar_p(counts["regressed"], counts["fixed"])
-    return Comparison(page, counts, p_value, other)
+    return Comparison(page, counts, p_value, other, shared)
 
 
 def _with_revisions(pairs: Any, mine: Any, version_pk: int, other_pk: int) -> tuple[Any, Any]:
@@ -408,22 +413,27 @@ def _with_revisions(pairs: Any, mine: Any, version_pk: int, other_pk: int) -> tu
     return pairs, other.c.revision != own.c.revision
 
 
-def _count_changes(run_pk: int, other_pk: int) -> dict[str, int]:
-    """Every change's count for two runs with no kept comparison: one pass over the pairs."""
+def _count_changes(run_pk: int, other_pk: int, shared: bool) -> dict[str, int]:
+    """Every change's count for two runs with no kept comparison: one pass over the pairs (only
+    the cases both had, when `shared`)."""
     mine, theirs = RunCase.__table__.alias("mine"), RunCase.__table__.alias("theirs")
     change_of = _change_sql(mine, theirs)
     counts = dict.fromkeys(CHANGES, 0)
     for name, n in sql().execute(
         select(change_of, func.count())
         .select_from(
-            mine.outerjoin(
-                theirs, and_(theirs.c.run_pk == other_pk, theirs.c.case_id == mine.c.case_id)
+            mine.join(
+                theirs,
+                and_(theirs.c.run_pk == other_pk, theirs.c.case_id == mine.c.case_id),
+                isouter=not shared,
             )
         )
         .where(mine.c.run_pk == run_pk)
         .group_by(change_of)
     ):
         counts[name] += n
+    if shared:
+        return counts
     counts["gone"] = (
         sql()
         .execute(
