@@ -5,14 +5,13 @@ matcher a 400 naming the entry and the argument that changes nothing."""
 from __future__ import annotations
 
 import html
-import json
 from typing import Any
 
 import pytest
 from conftest import AGENT, P1, error_of, ok, sign_in
 
 from kindgi import matchers
-from kindgi.grading import grade_decisions
+from kindgi.grading import explain, grade_decisions
 
 CITY = {"city": {"anyOf": ["NY", "New York"]}}
 
@@ -162,6 +161,19 @@ def test_exactly_names_an_argument_the_entry_does_not() -> None:
     assert graded["missing"][0]["nearest"]["differs"] == {
         "units": {"got": "C", "why": "`units`: not named by the entry"}
     }
+
+
+def test_the_one_line_explanation_ends_with_each_failed_matcher_in_words() -> None:
+    graded = grade_decisions(EXACT, [call(days=3, city="LA", units="C")], [])
+    said = explain({"decisions": graded})
+    assert said.endswith(
+        '; `city`: got "LA", expected any of "NY", "New York"; `units`: not named by the entry'
+    )
+    plain = grade_decisions(wrong({"tool": "s", "args": {"q": 1}}), [call("s", q=2)], [])
+    assert explain({"decisions": plain}) == (
+        'decisions fail — missing [{"tool": "s", "args": {"q": 1}, "nearest": {"call": 0, '
+        '"differs": {"q": {"expected": 1, "got": 2}}}}]'
+    )
 
 
 def test_an_entry_without_matchers_explains_itself_as_it_always_did() -> None:
@@ -349,7 +361,7 @@ def test_the_run_pages_and_the_junit_report_say_which_matcher_failed(api, client
     why = '`city`: got "Boston", expected any of "NY", "New York"'
 
     report = api.get(f"{runs}/{run['id']}/report.xml").get_data(as_text=True)
-    assert json.dumps(why)[1:-1] in html.unescape(report)  # in the explanation's JSON
+    assert f"; {why}" in html.unescape(report)  # after the explanation's JSON, in words
 
     sign_in(client, "publisher@acme.test", "publisher-pass-1")
     for url in (
