@@ -538,6 +538,18 @@ def compare_change(outcome: str | None, baseline_outcome: str | None) -> str:
     }[baseline_outcome, outcome]
 
 
+def _whys(found: dict[str, Any]) -> list[str]:
+    """A decisions part's failed matchers and unnamed arguments in words, as `differs` says
+    them (none for an entry without matchers or `exactly`)."""
+    said = []
+    for entry in found.get("missing") or []:
+        nearest = entry.get("nearest") if isinstance(entry, dict) else None
+        for diff in ((nearest or {}).get("differs") or {}).values():
+            if "why" in diff:
+                said.append(diff["why"])
+    return said
+
+
 def explain(parts: dict[str, Any] | None) -> str:
     """Why a case did not pass, part by part, in one line."""
     said = []
@@ -550,6 +562,7 @@ def explain(parts: dict[str, Any] | None) -> str:
         for name in ("missing", "extra", "forbidden", "unjudged"):
             if found.get(name):
                 words.append(f"{name} {json.dumps(found[name], ensure_ascii=False)}")
+        words += _whys(found)
         if found.get("score") is not None:
             words.append(f"score {found['score']:.3f} of ideal {found['ideal']:.3f}")
         said.append(": ".join(words[:1]) + (" — " + "; ".join(words[1:]) if words[1:] else ""))

@@ -145,16 +145,74 @@ def _kind_problems(kind: str, matcher: dict[str, Any]) -> list[str]:
         if not _is_number(tolerance) or not math.isfinite(tolerance) or tolerance < 0:
             return ["tolerance: a finite number, 0 or more."]
     else:
-        if not isinstance(value, dict | bool):
-            return ["schema: a JSON Schema (an object or a boolean)."]
-        from jsonschema import Draft202012Validator  # imported when first needed: 0.1 s
-        from jsonschema.exceptions import SchemaError
-
-        try:
-            Draft202012Validator.check_schema(value)
-        except SchemaError as err:
-            return [f"schema: not a valid JSON Schema (2020-12): {err.message}"]
+        return _schema_problems(value)
     return []
+
+
+# Keywords a schema matcher may not use: a regular expression can take the server unbounded
+# time on a crafted value (Python's `re` backtracks), and what a reference names must be in the
+# schema itself (nothing is fetched)
+REFUSED_KEYWORDS = ("pattern", "patternProperties", "$dynamicRef")
+
+
+def _schema_problems(schema: Any) -> list[str]:
+    """What keeps a JSON Schema from being a matcher: not one (2020-12), a refused keyword, or
+    a `$ref` that does not resolve within it."""
+    if not isinstance(schema, dict | bool):
+        return ["schema: a JSON Schema (an object or a boolean)."]
+    from jsonschema import Draft202012Validator  # imported when first needed: 0.1 s
+    from jsonschema.exceptions import SchemaError
+    from referencing import Registry
+    from referencing.exceptions import Unresolvable
+    from referencing.jsonschema import DRAFT202012
+
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as err:
+        return [f"schema: not a valid JSON Schema (2020-12): {err.message}"]
+    refs, refused = _keywords(schema)
+    if refused:
+        return [f"schema: {', '.join(sorted(refused))} not taken here (use text or anyOf)."]
+    base = "urn:kindgi:matcher"
+    resource = DRAFT202012.create_resource(schema)
+    resolver = Registry().with_resource(base, resource).resolver(base_uri=base)
+    for ref in refs:
+        try:
+            resolver.lookup(ref)
+        except Unresolvable:
+            return [f"schema: $ref {ref!r} is not within the schema."]
+    return []
+
+
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "dependentSchemas")
+_SCHEMA_LISTS = ("prefixItems", "allOf", "anyOf", "oneOf")
+_SCHEMA_ONES = (
+    "items", "not", "if", "then", "else", "contains", "additionalProperties", "propertyNames",
+    "unevaluatedItems", "unevaluatedProperties", "contentSchema",
+)  # fmt: skip
+
+
+def _keywords(schema: Any) -> tuple[list[str], set[str]]:
+    """The `$ref`s a schema holds in any of its subschemas, and the refused keywords they use
+    (values such as an `enum`'s or a `const` are data, not looked into)."""
+    refs: list[str] = []
+    refused: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        refused |= set(REFUSED_KEYWORDS) & set(node)
+        if isinstance(node.get("$ref"), str):
+            refs.append(node["$ref"])
+        for name in _SCHEMA_MAPS:
+            if isinstance(node.get(name), dict):
+                stack += node[name].values()
+        for name in _SCHEMA_LISTS:
+            if isinstance(node.get(name), list):
+                stack += node[name]
+        stack += [node[name] for name in _SCHEMA_ONES if name in node]
+    return refs, refused
 
 
 def problems(matcher: Any) -> list[str]:

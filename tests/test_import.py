@@ -80,6 +80,19 @@ def test_a_bad_line_imports_nothing_and_is_named(app, unchanged, tmp_path):
     assert '"3.shouldCall.0.match.city"' in result.output
 
 
+def test_an_item_pointing_at_nothing_in_its_output_imports_nothing_and_is_named(
+    app, unchanged, tmp_path
+):
+    good = {"expect": {"answer": {"verdict": "right"}}, "output": {"matches": [1]}}
+    bad = {**good, "expect": {"items": [{"key": "k", "pointer": "/matches/5", "verdict": "right"}]}}
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in (good, bad)))
+    with unchanged():
+        result = run_import(app, path)
+    assert result.exit_code != 0
+    assert "item-not-found" in result.output and '"2.items.0.pointer"' in result.output
+
+
 def test_a_line_that_is_not_json_imports_nothing_and_is_named(app, unchanged, tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"expect": {"answer": {"verdict": "right"}}}\n\n{oops\n')

@@ -5,14 +5,13 @@ matcher a 400 naming the entry and the argument that changes nothing."""
 from __future__ import annotations
 
 import html
-import json
 from typing import Any
 
 import pytest
 from conftest import AGENT, P1, error_of, ok, sign_in
 
 from kindgi import matchers
-from kindgi.grading import grade_decisions
+from kindgi.grading import explain, grade_decisions
 
 CITY = {"city": {"anyOf": ["NY", "New York"]}}
 
@@ -64,6 +63,18 @@ ROWS = [
     ("schema valid", {"schema": ARRAY_OF_TEXT}, ["a"], PASS),
     ("schema invalid", {"schema": ARRAY_OF_TEXT}, [1], FAIL),
     ("schema says 3.0 is an integer", {"schema": {"type": "integer"}}, 3.0, PASS),
+    (
+        "schema with a $ref within it",
+        {"schema": {"$ref": "#/$defs/n", "$defs": {"n": {"enum": [2]}}}},
+        2,
+        PASS,
+    ),
+    (
+        "schema's data may hold keywords",
+        {"schema": {"enum": [{"pattern": "x"}]}},
+        {"pattern": "x"},
+        PASS,
+    ),
     ("type integer refuses 3.0", {"anyOf": [3], "type": "integer"}, 3.0, FAIL),
     ("type integer takes 3", {"anyOf": [3], "type": "integer"}, 3, PASS),
     ("type number takes an integer", {"number": 3, "type": "number"}, 3, PASS),
@@ -164,6 +175,19 @@ def test_exactly_names_an_argument_the_entry_does_not() -> None:
     }
 
 
+def test_the_one_line_explanation_ends_with_each_failed_matcher_in_words() -> None:
+    graded = grade_decisions(EXACT, [call(days=3, city="LA", units="C")], [])
+    said = explain({"decisions": graded})
+    assert said.endswith(
+        '; `city`: got "LA", expected any of "NY", "New York"; `units`: not named by the entry'
+    )
+    plain = grade_decisions(wrong({"tool": "s", "args": {"q": 1}}), [call("s", q=2)], [])
+    assert explain({"decisions": plain}) == (
+        'decisions fail — missing [{"tool": "s", "args": {"q": 1}, "nearest": {"call": 0, '
+        '"differs": {"q": {"expected": 1, "got": 2}}}}]'
+    )
+
+
 def test_an_entry_without_matchers_explains_itself_as_it_always_did() -> None:
     graded = grade_decisions(wrong({"tool": "s", "args": {"q": 1}}), [call("s", q=2)], [])
     assert graded == {
@@ -255,6 +279,12 @@ BAD = [
     ("number not a number", {"t": {"number": "1"}}, "shouldCall.1.match.t"),
     ("an invalid JSON Schema", {"s": {"schema": {"type": "no-such-type"}}}, "shouldCall.1.match.s"),
     ("a schema that is not an object", {"s": {"schema": []}}, "shouldCall.1.match.s"),
+    ("a schema's $ref to elsewhere", {"s": {"schema": {"$ref": "https://example.com/s.json"}}},
+     "shouldCall.1.match.s"),
+    ("a schema's $ref to nothing", {"s": {"schema": {"$ref": "#/$defs/none"}}},
+     "shouldCall.1.match.s"),
+    ("a schema's regular expression", {"s": {"schema": {"items": {"pattern": "(a+)+$"}}}},
+     "shouldCall.1.match.s"),
     ("an unknown type", {"s": {"anyOf": [1], "type": "int"}}, "shouldCall.1.match.s"),
     ("optional not a boolean", {"s": {"anyOf": [1], "optional": 1}}, "shouldCall.1.match.s"),
     ("a field foreign to the kind", {"s": {"anyOf": [1], "tolerance": 1}}, "shouldCall.1.match.s"),
@@ -349,7 +379,7 @@ def test_the_run_pages_and_the_junit_report_say_which_matcher_failed(api, client
     why = '`city`: got "Boston", expected any of "NY", "New York"'
 
     report = api.get(f"{runs}/{run['id']}/report.xml").get_data(as_text=True)
-    assert json.dumps(why)[1:-1] in html.unescape(report)  # in the explanation's JSON
+    assert f"; {why}" in html.unescape(report)  # after the explanation's JSON, in words
 
     sign_in(client, "publisher@acme.test", "publisher-pass-1")
     for url in (

@@ -73,8 +73,9 @@ class CallExpectation(StrictSchema):
             "description": "Top-level argument fields to check by a matcher, each one of "
             '{"anyOf": [v, …]}, {"text": "…" | ["…"], "ignore": ["case" | "space" | '
             '"punctuation" | {"chars": "…"}]}, {"number": x, "tolerance": t} or '
-            '{"schema": {…}} (JSON Schema 2020-12), with "optional": true and "type" on '
-            "any of them (docs/grading.md §3); at most 16,000 characters in canonical JSON.",
+            '{"schema": {…}} (JSON Schema 2020-12: no pattern or patternProperties, each $ref '
+            'within it), with "optional": true and "type" on any of them (docs/grading.md §3); '
+            "at most 16,000 characters in canonical JSON.",
             "additionalProperties": matchers.MATCHER_SCHEMA,
             "maxProperties": 100,
         },

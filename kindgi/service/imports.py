@@ -22,6 +22,17 @@ MAX_LINES = 100_000
 _CHECKED_RUN_ID = "run-to-be-made"  # stands in for the run the case will be added on
 
 
+def _of_line(number: int, err: DomainError) -> DomainError:
+    """A line's refusal, its fields named from the line's number on (`3.items.0.pointer`):
+    the same error, its code kept; one that is not about the line's fields (a permission) as
+    it is."""
+    if err.status != 400:
+        return err
+    fields = (err.details or {}).get("fields") or {"_body": [err.message]}
+    named = {f"{number}.{path}": said for path, said in fields.items()}
+    return type(err)(err.message, details={**(err.details or {}), "fields": named})
+
+
 def _checked(number: int, line: dict[str, Any], project_id: str) -> exchange.Imported:
     """One line's run and case, validated as their own requests would be."""
     try:
@@ -31,8 +42,7 @@ def _checked(number: int, line: dict[str, Any], project_id: str) -> exchange.Imp
     except ValueError as err:
         raise bad_input({str(number): [str(err)]}) from None
     except DomainError as err:
-        fields = (err.details or {}).get("fields") or {"_body": [err.message]}
-        raise bad_input({f"{number}.{path}": said for path, said in fields.items()}) from None
+        raise _of_line(number, err) from None
     del case["runId"]
     return exchange.Imported(run, case)
 
@@ -50,7 +60,10 @@ def import_cases(
         raise bad_input({"_body": [f"At most {MAX_LINES} lines."]})
     checked = [_checked(n, line, project_id) for n, line in enumerate(parsed, start=1)]
     cases = []
-    for found in checked:
+    for number, found in enumerate(checked, start=1):
         run = record_run(caller, agent_id, found.run)
-        cases.append(add_hand_case(caller, agent_id, {**found.case, "runId": run.id}))
+        try:  # an item's pointer is checked against the run's output only now
+            cases.append(add_hand_case(caller, agent_id, {**found.case, "runId": run.id}))
+        except DomainError as err:
+            raise _of_line(number, err) from None
     return cases
