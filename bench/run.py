@@ -153,6 +153,12 @@ PLAIN_MAE, PLAIN_COVERAGE = (
     "plain random sample: 95 % interval covers",
 )
 
+# Tags: 1 % of the set's cases (every hundredth by id) tagged 500 a request, each request
+# timed; then the cases list filtered by that tag, its first page, against the plain list's
+TAG_BATCH, RARE_TAG = 500, "bench-one-percent"
+TAGGING = f"tag {TAG_BATCH} cases in one request"
+TAGGED = f"list first page (25), tag={RARE_TAG} (~1 %)"
+
 
 def otlp_what(stored: bool, kind: str) -> str:
     """A figure's name: Kindgi's stored spans or the bare server's, fed by this kind of exporter."""
@@ -1394,7 +1400,9 @@ def run_revise_only(engine: str, args: argparse.Namespace, results: Results) -> 
         with serving([app]):
             results.servers.append(app.command)
             app.wait("/v1/openapi.json")
-            measure_revisions(Target(db, app, app), creds["token"], results)
+            target = Target(db, app, app)
+            measure_revisions(target, creds["token"], results)
+            measure_tags(target, creds["token"], args, results)
         took, _ = time_freezes(db)
         shown = "bench/run.py time_freezes (in process)"
         results.figures.append(Figure(engine, FREEZE_REVISED, db.size, shown, value=took, unit="s"))
@@ -1442,6 +1450,59 @@ def measure_revisions(target: Target, token: str, results: Results) -> None:
     log(f"{target.db.engine}: {len(ids):,} revisions in {seconds:.2f} s ({errors} failed)")
 
 
+def measure_tags(target: Target, token: str, args: argparse.Namespace, results: Results) -> None:
+    """`TAG_BATCH` cases of the demo's set tagged in one request, timed; then every hundredth
+    case (by id) tagged as well, `TAG_BATCH` a request, and wrk on the list's first page
+    filtered by that tag and on the plain list's, round after round."""
+    from sqlalchemy import select
+
+    from kindgi import create_app
+    from kindgi.database import db as database
+    from kindgi.models import Agent, Case
+
+    app = create_app({"SQLALCHEMY_DATABASE_URI": target.db.url, "SECRET_KEY": SECRET})
+    with app.app_context():
+        every = database.session.scalars(
+            select(Case.id)
+            .join(Agent, Agent.pk == Case.agent_pk)
+            .where(Agent.id == AGENT, Case.project_id == PROJECT, Case.is_case)
+            .order_by(Case.id)
+        ).all()
+        database.engine.dispose()
+    base = f"{target.app.base}/v1/agents/{AGENT}/test-set/cases"
+    auth = {"Authorization": f"Bearer {token}"}
+
+    def tag(ids: list[str], name: str) -> float:
+        body = {"projectId": PROJECT, "caseIds": ids, "add": [name]}
+        started = time.monotonic()
+        resp = requests.post(f"{base}/tags", json=body, headers=auth, timeout=120)
+        if resp.status_code != 200:
+            raise SystemExit(f"tagging failed: {resp.status_code} {resp.text[:300]}")
+        return time.monotonic() - started
+
+    took = tag(every[:TAG_BATCH], "bench-batch")
+    shown = f"POST {base}/tags, {min(TAG_BATCH, len(every)):,} cases"
+    results.figures.append(
+        Figure(target.db.engine, TAGGING, target.db.size, shown, value=took, unit="s")
+    )
+    rare = every[::100]
+    for i in range(0, len(rare), TAG_BATCH):
+        tag(rare[i : i + TAG_BATCH], RARE_TAG)
+    log(f"{target.db.engine}: {TAG_BATCH} cases tagged in {took:.2f} s; {len(rare):,} with 1 %")
+    list_url = f"{base}?projectId={PROJECT}"
+    target.requests = {
+        FIRST: (list_url, auth, None),
+        TAGGED: (f"{list_url}&tag={RARE_TAG}", auth, None),
+    }
+    target.shown = {token: "$TOKEN"}
+    rounds: dict[str, list[dict[str, Any]]] = {FIRST: [], TAGGED: []}
+    for n in range(args.rounds):
+        for what in (FIRST, TAGGED):
+            rounds[what].append(measure(target, what, args.seconds, 0 if n else args.warmup))
+    for what in (FIRST, TAGGED):
+        figure(target, what, rounds[what], args, results)
+
+
 def _revise_each(share: tuple[str, str, list[str]]) -> tuple[int, list[float]]:
     """One client's revisions, each case once, one after another: (failed, each one's ms)."""
     base, token, ids = share
@@ -1466,9 +1527,20 @@ def revise_bars(results: Results, engines: list[str]) -> list[Bar]:
             rate[f.engine] = (f"{f.rps:,.0f}/s ({f.errors} failed)", met)
         if f.what == FREEZE_REVISED and f.engine in engines:
             freezing[f.engine] = (f"{f.value:.2f} s at {f.cases:,} cases", f.value <= 2)
+    tagging, tagged = {}, {}
+    for f in results.figures:
+        if f.what == TAGGING and f.engine in engines:
+            tagging[f.engine] = (f"{f.value:.2f} s at {f.cases:,} cases", f.value <= 1)
+        plain = results.get(f.engine, FIRST, f.cases)
+        if f.what == TAGGED and f.engine in engines and plain and plain.rps:
+            share = f.rps / plain.rps
+            tagged[f.engine] = (f"{share:.2f} ({f.rps:,.0f} ÷ {plain.rps:,.0f} req/s, by server "
+                                f"CPU {plain.cpu_ms / f.cpu_ms:.2f})", share >= 0.5)  # fmt: skip
     return [
         Bar("Revisions a second (HTTP, 4 clients)", "≥ 200 on SQLite", rate),
         Bar(f"Freezing after {REVISED:,} revisions", "≤ 2 s", freezing),
+        Bar(f"Tagging {TAG_BATCH} cases in one request", "≤ 1 s", tagging),
+        Bar("A 1 % tag's first page ÷ the plain list's", "≥ 0.5", tagged),
     ]
 
 
@@ -1982,7 +2054,7 @@ def render(results: Results, bars: list[Bar], meta: dict[str, Any]) -> str:
             "| measure | cases | req/s | p50 ms | p99 ms | errors | server CPU ms/req | command |"
         ]
         out += ["| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
-        for what in (*MEASURES, *INBOX_MEASURES, REVISE):
+        for what in (*MEASURES, *INBOX_MEASURES, REVISE, TAGGED):
             for f in results.figures:
                 if f.engine == engine and f.what == what:
                     number += 1

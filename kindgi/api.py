@@ -23,12 +23,14 @@ from .errors import BadInput, RequestTooLarge, UnsupportedMediaType, bad_input
 from .schemas.cases import (
     BulkRestoreBody,
     BulkRetireBody,
+    BulkTagsBody,
     CasesQuery,
     ExportQuery,
     RestoreBody,
     RetireBody,
     ReviseBody,
     SnapshotOut,
+    TagsBody,
     case_json,
     revision_json,
 )
@@ -128,9 +130,12 @@ def list_cases(agent_id: str):
 
 @bp.post("/agents/<agent_id>/test-set/cases")
 def add_case(agent_id: str):
-    case = service.add_hand_case(g.caller, agent_id, body(AddCaseBody))
+    case, duplicates = service.add_hand_case(g.caller, agent_id, body(AddCaseBody))
+    out = case_json(case)
+    if duplicates:
+        out["duplicates"] = duplicates
     return (
-        jsonify(case_json(case)),
+        jsonify(out),
         201,
         {"Location": _case_url(agent_id, case.id)},
     )
@@ -149,6 +154,14 @@ def retire_cases(agent_id: str):
 def restore_cases(agent_id: str):
     args = body(BulkRestoreBody)
     cases = service.restore_cases(g.caller, agent_id, args["projectId"], args["caseIds"])
+    return jsonify(data=[case_json(case) for case in cases])
+
+
+@bp.post("/agents/<agent_id>/test-set/cases/tags")
+def tag_cases(agent_id: str):
+    args = body(BulkTagsBody)
+    cases = service.tag_cases(g.caller, agent_id, args["projectId"], args["caseIds"],
+                              args.get("add", []), args.get("remove", []))  # fmt: skip
     return jsonify(data=[case_json(case) for case in cases])
 
 
@@ -195,6 +208,15 @@ def restore_case(agent_id: str, case_id: str):
 def revise_case(agent_id: str, case_id: str):
     args, if_match = body(ReviseBody), request.headers.get("If-Match")
     return _one_case(service.revise_case(g.caller, agent_id, case_id, args, if_match))
+
+
+@bp.post("/agents/<agent_id>/test-set/cases/<case_id>/tags")
+def tag_case(agent_id: str, case_id: str):
+    args = body(TagsBody)
+    case = service.tag_case(
+        g.caller, agent_id, case_id, args.get("add", []), args.get("remove", [])
+    )
+    return _one_case(case)
 
 
 @bp.get("/agents/<agent_id>/test-set/cases/<case_id>/revisions")

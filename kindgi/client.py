@@ -137,6 +137,7 @@ class TestRunOptions(TypedDict, total=False):
     metadata: dict[str, Any]  # a commit, a CI URL… (at most 4000 characters of JSON)
     items_threshold: float  # 0..1, 0.8 unless told
     sample: dict[str, int]  # a quick run: {"size": 100, "seed"?: 7} (docs/design.md §9.9)
+    tags: list[str]  # grade only the cases with any of these tags
 
 
 def _camel(name: str) -> str:
@@ -457,6 +458,8 @@ class Client:
         (docs/design.md §9.2). No case to grade is `409 nothing-to-grade`."""
         options = _checked(options, TestRunOptions)
         body = _query(project_id=project_id, candidate=candidate, **options)
+        if "tags" in options:  # a list in the body, not a query's comma-joined text
+            body["tags"] = list(options["tags"])
         return self._json("POST", self._agent(agent, "test-runs"), body=body)
 
     def test_runs(

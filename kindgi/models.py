@@ -237,6 +237,9 @@ class Case(db.Model):
     # Its expectation's revision, 1 at first; each revision is kept in `case_revisions` once
     # the case is first revised (docs/design.md §4.4)
     revision: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
+    # Its tags, sorted and comma-joined (None when it has none), for showing it; the list's
+    # filter reads `case_tags`, written with it (docs/design.md §4.5)
+    tags: Mapped[str | None] = mapped_column(Text)
     expert: Mapped[bool] = mapped_column(Boolean, default=False)
     added_by_kind: Mapped[str] = mapped_column(String(8))
     added_by_id: Mapped[str] = mapped_column(String(64))
@@ -294,6 +297,22 @@ class CaseRevision(db.Model):
     by_kind: Mapped[str] = mapped_column(String(8))
     by_id: Mapped[str] = mapped_column(String(64))
     at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class CaseTag(db.Model):
+    """A tag on a case, with the case's set and `added_at` copied: the cases list filtered by
+    one tag walks this index newest first, as the plain list walks `ix_cases_list`."""
+
+    __tablename__ = "case_tags"
+    case_id: Mapped[str] = mapped_column(ForeignKey("cases.id"), primary_key=True)
+    tag: Mapped[str] = mapped_column(String(40), primary_key=True)
+    agent_pk: Mapped[int] = mapped_column(Integer)
+    project_id: Mapped[str] = mapped_column(String(36))
+    added_at: Mapped[datetime] = mapped_column(DateTime)  # the case's
+
+    __table_args__ = (
+        Index("ix_case_tags_list", "agent_pk", "project_id", "tag", "added_at", "case_id"),
+    )
 
 
 class Tally(db.Model):
@@ -415,6 +434,8 @@ class TestRun(db.Model):
     baseline_id: Mapped[str | None] = mapped_column(String(64))
     rerun_of_id: Mapped[str | None] = mapped_column(String(64))
     only: Mapped[str | None] = mapped_column(String(32))
+    # The tags it was started on (its cases had any of them), sorted; None: the whole set
+    tags: Mapped[list[str] | None] = mapped_column(JSON)
     label: Mapped[str | None] = mapped_column(String(200))
     meta: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     items_threshold: Mapped[float] = mapped_column(Float)

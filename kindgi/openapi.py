@@ -10,8 +10,10 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Flask
 
 from .schemas.cases import (
+    AddedCaseOut,
     BulkRestoreBody,
     BulkRetireBody,
+    BulkTagsBody,
     CaseDetailOut,
     CaseList,
     CaseOut,
@@ -22,6 +24,7 @@ from .schemas.cases import (
     RetireBody,
     ReviseBody,
     RevisionList,
+    TagsBody,
 )
 from .schemas.common import UUID_RE, ErrorOut, PageQuery, Paging, TestSetQuery
 from .schemas.corrections import (
@@ -114,7 +117,13 @@ ETAG = {
     "description": "The revision of the case's expectation, for a revision's `If-Match`.",
 }
 # The routes that answer one case with its ETag, and the one that needs it back in If-Match
-ONE_CASE = {"api.get_case", "api.retire_case", "api.restore_case", "api.revise_case"}
+ONE_CASE = {
+    "api.get_case",
+    "api.retire_case",
+    "api.restore_case",
+    "api.revise_case",
+    "api.tag_case",
+}
 NEEDS_IF_MATCH = {"api.revise_case"}
 
 
@@ -164,7 +173,7 @@ OPERATIONS: dict[str, Operation] = {
         None,
         AddCaseBody,
         201,
-        CaseOut,
+        AddedCaseOut,
         (410,),
     ),
     "api.get_case": Operation(
@@ -215,6 +224,26 @@ OPERATIONS: dict[str, Operation] = {
         200,
         CaseOut,
         (412, 428),
+    ),
+    "api.tag_case": Operation(
+        "agentsTestSetTagCase",
+        "Add tags to a case and take others off it (lower-case letters, digits and hyphens, "
+        "at most 20 a case; retired cases keep theirs). Tags never change a version.",
+        None,
+        TagsBody,
+        200,
+        CaseOut,
+        (),
+    ),
+    "api.tag_cases": Operation(
+        "agentsTestSetTagCases",
+        "Add tags to and take others off several cases of one test set at once: all of them, "
+        "or none (an unknown case is 404 naming it).",
+        None,
+        BulkTagsBody,
+        200,
+        CaseList,
+        (),
     ),
     "api.list_revisions": Operation(
         "agentsTestSetListRevisions",

@@ -29,7 +29,15 @@ from jsonpointer import JsonPointerException, resolve_pointer
 
 from . import case_form, http, matchers, reports, service, views
 from .errors import BadInput, DomainError, TooManyAttempts, bad_input
-from .schemas.cases import BulkRestoreBody, BulkRetireBody, CasesQuery, ExportQuery, RetireBody
+from .schemas.cases import (
+    BulkRestoreBody,
+    BulkRetireBody,
+    BulkTagsBody,
+    CasesQuery,
+    ExportQuery,
+    RetireBody,
+    ReviseBody,
+)
 from .schemas.common import Paging, TestSetQuery, load
 from .schemas.corrections import AddCaseBody
 from .schemas.identity import NewTokenBody
@@ -41,7 +49,7 @@ bp = Blueprint("pages", __name__)
 CASE_ROWS, ITEM_ROWS = 2, 2  # empty rows offered on a fresh form
 
 
-SEARCH_FIELDS = ("q", "tool", "expert", "addedBy", "addedAfter", "addedBefore")
+SEARCH_FIELDS = ("q", "tool", "expert", "addedBy", "addedAfter", "addedBefore", "tag")
 
 
 def register_filters(app: Flask) -> None:
@@ -182,6 +190,7 @@ def cases(agent_id: str):
         "counts": view.counts,
         "tools": view.tools,
         "matching": view.matching,
+        "asked": view.asked,
         "max_counted": service.MAX_COUNTED,
         "may_publish": view.may_publish,
         "more_url": _more_url(view.page),
@@ -229,9 +238,12 @@ def export(agent_id: str):
 @bp.post("/agents/<agent_id>/test-set/cases/bulk")
 @login_required
 def bulk(agent_id: str):
-    """Retire or restore the cases ticked on the cases page, all or none, then back to it."""
+    """Retire, restore, tag or untag the cases ticked on the cases page, all or none, then back
+    to it."""
     form = request.form
     back = _safe_next(form.get("back"))
+    if form.get("action") in ("tag", "untag"):
+        return _bulk_tags(agent_id, form, back)
     retiring = form.get("action") == "retire"
     fields = {"projectId": form.get("projectId", ""), "caseIds": form.getlist("caseIds")}
     if retiring:
@@ -256,6 +268,29 @@ def bulk(agent_id: str):
     return redirect(back, 303)
 
 
+def _bulk_tags(agent_id: str, form: Any, back: str) -> ResponseReturnValue:
+    """Add the tags typed (comma- or space-separated) to the ticked cases, or take them off."""
+    named = [t for t in re.split(r"[,\s]+", form.get("tags", "").strip()) if t]
+    way = "add" if form.get("action") == "tag" else "remove"
+    fields = {
+        "projectId": form.get("projectId", ""),
+        "caseIds": form.getlist("caseIds"),
+        way: named,
+    }
+    try:
+        args = load(BulkTagsBody, fields)
+        done = service.tag_cases(current_user, agent_id, args["projectId"], args["caseIds"],
+                                 args.get("add", []), args.get("remove", []))  # fmt: skip
+    except DomainError as err:
+        if err.status in (401, 403, 404) and "caseIds" not in (err.details or {}):
+            raise
+        flash(f"Nothing was changed: {_bulk_refusal(err)}")
+        return redirect(back, 303)
+    verb = "Tagged" if way == "add" else "Untagged"
+    flash(f"{verb} {len(done)} case{'s' if len(done) != 1 else ''}: {', '.join(named)}.")
+    return redirect(back, 303)
+
+
 def _bulk_refusal(err: DomainError) -> str:
     """Why a bulk change was refused, in the page's words."""
     details = err.details or {}
@@ -266,6 +301,10 @@ def _bulk_refusal(err: DomainError) -> str:
         return "tick at least one case (500 at most)."
     if "reason" in fields:
         return "say why the cases are retired."
+    tagged = fields.get("add") or fields.get("remove")
+    if tagged:  # a list's messages, or each bad tag's by its place
+        said = tagged if isinstance(tagged, list) else [m for ms in tagged.values() for m in ms]
+        return " ".join(said)
     return err.message
 
 
@@ -303,6 +342,47 @@ def restore(agent_id: str, case_id: str):
     return redirect(url_for("pages.case", agent_id=agent_id, case_id=case_id), 303)
 
 
+@bp.route("/agents/<agent_id>/test-set/cases/<case_id>/revise", methods=["GET", "POST"])
+@login_required
+def revise(agent_id: str, case_id: str):
+    """The revise form: the case's expectation as a hand case's body (JSON), prefilled, and a
+    note; "Show the change" shows the difference, "Save the revision" saves it, naming the
+    revision the form was read at (a case revised since is refused, never overwritten)."""
+    view = service.get_case(current_user, agent_id, case_id)
+    now = json.dumps(service.body_of(view.case.expect), indent=2, ensure_ascii=False)
+    form = request.form
+    text, note = form.get("expect", now), form.get("note", "")
+    etag = form.get("etag", service.etag(view.case))
+    errors: dict[str, list[str]] = {}
+    diff: list[tuple[str, str]] = []
+    status = 200
+    if request.method == "POST":
+        try:
+            body = load(ReviseBody, {**_json_object(text), "note": note.strip()})
+            asked = {name: value for name, value in body.items() if name != "note"}
+            diff = views.line_diff(now, json.dumps(asked, indent=2, ensure_ascii=False))
+            if form.get("action") == "save":
+                service.revise_case(current_user, agent_id, case_id, body, etag)
+                flash("The case is revised: runs started from now on grade with it.")
+                return redirect(url_for("pages.case", agent_id=agent_id, case_id=case_id), 303)
+        except DomainError as err:
+            errors = (err.details or {}).get("fields") or {"_body": [err.message]}
+            status = err.status
+    context = {"view": view, "text": text, "note": note, "etag": etag, "errors": errors}
+    return render_template("case_revise.html", diff=diff, **context), status
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """The form's expectation: a JSON object, or a refusal naming the field."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise bad_input({"expect": ["Not valid JSON."]}) from None
+    if not isinstance(value, dict):
+        raise bad_input({"expect": ["An object, as a hand case's body is."]})
+    return value
+
+
 # ---------------------------------------------------------------- experts: adding a case
 
 # The buttons that post the add-case form back to show it again rather than add the case.
@@ -330,8 +410,14 @@ def new_case(agent_id: str):
         try:
             if errors:
                 raise bad_input(errors)
-            created = service.add_hand_case(current_user, agent_id, load(AddCaseBody, body))
-            flash("Case added.")
+            created, duplicates = service.add_hand_case(
+                current_user, agent_id, load(AddCaseBody, body)
+            )
+            flash(
+                f"Case added. Its run's {', '.join(duplicates)} already expected the same."
+                if duplicates
+                else "Case added."
+            )
             return redirect(url_for("pages.case", agent_id=agent_id, case_id=created.id), 303)
         except DomainError as err:  # shown next to the fields it names, or above the form
             fields = (err.details or {}).get("fields")
@@ -339,6 +425,8 @@ def new_case(agent_id: str):
             status = err.status
     else:
         errors = {}  # a form being filled in is not judged yet
+    tools = [row["tool"] for row in shown["shouldCall"] if row["tool"]]
+    alike = service.look_alikes(current_user, agent_id, project_id, run and run.id, tools)
     extra = form.get("more")
     rows = {
         "shouldCall": max(len(shown["shouldCall"]) + (extra == "shouldCall"), CASE_ROWS),
@@ -355,6 +443,7 @@ def new_case(agent_id: str):
         shown=shown,
         errors=errors,
         rows=rows,
+        look_alikes=[(row.id, views.summary(json.loads(row.expect))) for row in alike],
     ), status
 
 

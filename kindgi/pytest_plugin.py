@@ -35,6 +35,7 @@ AS_GIVEN = (
     "weighting",
     "baseline",
     "label",
+    "tag",
     "resume",
     "max_regressions",
     "min_pass_rate",
@@ -52,6 +53,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kindgi-weighting", choices=("all", "experts-only"), default="all")
     group.addoption("--kindgi-baseline", help="latest (the newest done run) or a run's id")
     group.addoption("--kindgi-label", help="shown with the run (a branch, a pull request)")
+    group.addoption(
+        "--kindgi-tag", action="append", help="only the cases with this tag (again: any of them)"
+    )
     group.addoption("--kindgi-resume", help="go on with an interrupted run (its id)")
     group.addoption("--kindgi-max-regressions", type=int, help="fail when more cases regressed")
     group.addoption("--kindgi-min-pass-rate", type=float, help="fail below this rate (0..1)")

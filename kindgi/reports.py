@@ -76,7 +76,7 @@ def jsonl(rows: Iterable[Any]) -> Iterator[bytes]:
 CSV_COLUMNS = (
     "id", "kind", "projectId", "runId", "madeOn", "expert", "addedByKind", "addedById", "addedAt",
     "updatedAt", "retiredAt", "retiredReason", "retiredByKind", "retiredById", "revision",
-    "expect", "input", "output", "calls",
+    "tags", "expect", "input", "output", "calls",
 )  # fmt: skip
 FORMULA = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet would run a cell starting so
 
@@ -114,6 +114,7 @@ def csv_rows(rows: Iterable[Any]) -> Iterator[str]:
                 retired["by"].get("kind", ""),
                 retired["by"].get("id", ""),
                 case["revision"],
+                ",".join(case.get("tags", [])),
                 orjson.dumps(case["expect"]).decode(),
                 *(raw if raw is not None else "null" for raw in row[CASE_WIDTH:]),
             ]

@@ -7,6 +7,7 @@ fraction of that, and the page answers at half the JSON list's rate or better.
 
 from __future__ import annotations
 
+import difflib
 import html
 from collections import Counter
 from datetime import datetime
@@ -112,6 +113,19 @@ def _compact(value: Any) -> str:
     return value if isinstance(value, str) else orjson.dumps(value).decode()
 
 
+def line_diff(before: str, after: str) -> list[tuple[str, str]]:
+    """Two texts' lines as a diff shows them: (`same`, `del` or `add`, the line), in order."""
+    old, new = before.splitlines(), after.splitlines()
+    out: list[tuple[str, str]] = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new).get_opcodes():
+        if op == "equal":
+            out += [("same", line) for line in old[i1:i2]]
+            continue
+        out += [("del", line) for line in old[i1:i2]]
+        out += [("add", line) for line in new[j1:j2]]
+    return out
+
+
 def tools_line(calls: Any) -> str:
     """The tools a run called, in the order first called, with how often (`lookup (2)`)."""
     if not isinstance(calls, list):
@@ -130,21 +144,29 @@ def swap() -> bool:
     )
 
 
-def case_rows(rows: Any, case_url: str, words: set[str], may_publish: bool) -> Markup:
+def case_rows(
+    rows: Any, case_url: str, words: set[str], may_publish: bool, asked: dict[str, Any]
+) -> Markup:
     """The rows of the cases list, each a case's id and address (`case_url` and its id), kind,
-    the version it was made on, what it expects (the searched words marked), who added it and
-    when, and whether it is retired; with a box to tick when the caller may retire or restore
-    it. `rows` are rows of the list (each expectation the JSON text stored), read by position
-    (`schemas.cases.CASE_FIELDS`).
+    the version it was made on, what its run was asked (`asked`, by run id, in a line), what it
+    expects (the searched words marked), who added it and
+    when, and whether it is retired, its tags beside its id; with a box to tick when the caller
+    may change it. `rows` are rows of the list (each expectation the JSON text stored), read by
+    position (`schemas.cases.CASE_FIELDS`).
 
     Written as one text in Python, not a template loop: Jinja's per-row filter calls, Markup's
     `%` and an escape per cell were most of the page's time. Every text from the database is
     escaped (`html.escape`) once, here."""
     url = html.escape(case_url)
     out = []
-    for (added_at, ident, kind, _, _, made_on, expect, expert, by_kind, by_id, _, _, _, _,
-         retired_at, _) in rows:  # fmt: skip
+    for (added_at, ident, kind, _, run_id, made_on, expect, expert, by_kind, by_id, _, _, _, _,
+         retired_at, _, tags) in rows:  # fmt: skip
         case_id = html.escape(ident)
+        chips = (
+            "".join(f' <span class="tag">{html.escape(t)}</span>' for t in tags.split(","))
+            if tags
+            else ""
+        )
         said = summary(orjson.loads(expect))
         said = highlighted(said, words) if words else html.escape(said)
         out.append(  # a cell a line, as a template would write them: the text has its spaces
@@ -155,10 +177,11 @@ def case_rows(rows: Any, case_url: str, words: set[str], may_publish: bool) -> M
                 if may_publish
                 else ""
             )
-            + f'\n  <td><a href="{url}{case_id}">{case_id}</a></td>'
+            + f'\n  <td><a href="{url}{case_id}">{case_id}</a>{chips}</td>'
             f"\n  <td>{'correction' if kind == 'correction' else 'by hand'}"
             f"{_EXPERT if expert else ''}</td>"
             f"\n  <td>{html.escape(made_on)}</td>"
+            f'\n  <td class="summary">{html.escape(one_line(asked.get(run_id)))}</td>'
             f'\n  <td class="summary">{said}</td>'
             f"\n  <td>{_who(by_id, by_kind)}</td>"
             f"\n  <td>{_time(added_at)}</td>"

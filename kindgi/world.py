@@ -543,6 +543,7 @@ class _Loader:
             "made_on": run["version"],
             "expect": expect,
             "revision": 1,
+            "tags": None,
             "search_text": self.search_text(expect, run),
             "added_by_kind": kind,
             "added_by_id": e["by"],

@@ -76,6 +76,9 @@ def gunicorn_master(
         **os.environ,
         "KINDGI_SQLALCHEMY_DATABASE_URI": database_url,
         "KINDGI_SECRET_KEY": "test-secret",
+        # this checkout's kindgi (the shared virtualenv's editable install may be another's):
+        # gunicorn.conf.py imports it before gunicorn puts `cwd` on the path
+        "PYTHONPATH": str(ROOT),
         **env,
     }
     with log_path.open("wb") as log:

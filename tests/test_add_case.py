@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import rfc8785
-from conftest import AGENT, MULTI, P1, P2, P3, TOKENS, WORLD, error_of
+from conftest import AGENT, MULTI, P1, P2, P3, TOKENS, WORLD, error_of, ok
 
 PARROT = "🦜"  # one code point, two UTF-16 units, four UTF-8 bytes
 RUN_1 = next(run for run in WORLD["runs"] if run["id"] == "run-1")
@@ -480,3 +480,23 @@ def test_first_cases_of_a_run_added_at_once_all_succeed_and_share_one_snapshot(a
     shown = [api.get(f"{cases_url()}/{a.get_json()['id']}").get_json() for a in answers]
     assert len({json.dumps(s["snapshot"], sort_keys=True) for s in shown}) == 1
     assert content(shown[0]["snapshot"]) == content(fresh_run)
+
+
+def test_a_duplicate_is_added_and_names_the_active_cases_of_its_run_it_duplicates(api):
+    """docs/reference/add-case.md: `duplicates` names the other active cases of the same run
+    whose current expectation is the same; retired ones never count, nor another run's."""
+    first = ok(api.post(cases_url(), body(answer="right", why="Fine.")), 201)
+    assert "duplicates" not in first
+    other_run = ok(api.post(cases_url(), body("run-2", answer="right", why="Fine.")), 201)
+    assert "duplicates" not in other_run
+    second = ok(api.post(cases_url(), body(answer="right", why="Fine.")), 201)
+    assert second["duplicates"] == [first["id"]]
+    third = ok(api.post(cases_url(), body(answer="right", why="Fine.")), 201)
+    assert third["duplicates"] == sorted([first["id"], second["id"]])
+    retire = {"reason": "dup"}
+    for case in (first, second):
+        ok(api.post(f"{cases_url()}/{case['id']}/retire", retire))
+    assert ok(api.post(cases_url(), body(answer="right", why="Fine.")), 201)["duplicates"] == [
+        third["id"]
+    ]
+    assert "duplicates" not in ok(api.post(cases_url(), body(answer="right")), 201)

@@ -18,7 +18,7 @@ def busy_world(app, api):
     """The test world with what the checker reads beyond it: a hand case added with an
     Idempotency-Key (its answer kept), a correction made no case, a test run with a result
     (and one awaiting), a done one (its cases' records kept), and case-2 revised after both
-    froze it."""
+    froze it, and tagged."""
     added = api.post(
         CASES, {"runId": "run-2", "answer": "right"}, headers={"Idempotency-Key": "k-check"}
     )
@@ -43,6 +43,8 @@ def busy_world(app, api):
         headers={"If-Match": '"r1"'},
     )
     assert revised.status_code == 200, revised.get_json()
+    tagged = api.post(f"{CASES}/case-2/tags", {"add": ["smoke", "billing"]})
+    assert tagged.status_code == 200, tagged.get_json()
     return {"case": added.get_json()["id"], "run": run.get_json()["id"]}
 
 
@@ -60,7 +62,7 @@ def test_a_clean_world_passes_every_rule(app, busy_world):
     result = check(app)
     assert result.exit_code == 0, result.output
     for rule in ("counts", "snapshots", "correction statuses", "search words", "case revisions",
-                 "idempotency answers", "test run tallies", "runs made cases",
+                 "case tags", "idempotency answers", "test run tallies", "runs made cases",
                  "run tools", "run words", "case records"):  # fmt: skip
         assert f"{rule}: ok" in result.output
 
@@ -114,6 +116,14 @@ BREACHES = {
     "a version pinning a revision never made": (
         "UPDATE version_members SET revision = 5 WHERE case_id = 'case-2'",
         "version member case-2 pins revision 5, and its case is at 2",
+    ),
+    "a tag shown that the case lacks": (
+        "UPDATE cases SET tags = 'billing,old,smoke' WHERE id = 'case-2'",
+        "case case-2 shows tags 'billing,old,smoke', and has ['billing', 'smoke']",
+    ),
+    "a tag row of another time": (
+        "UPDATE case_tags SET added_at = '2020-01-01 00:00:00' WHERE case_id = 'case-2'",
+        "case case-2's tag billing is not of its set and time",
     ),
     "a key's answer whose case is gone": (
         "UPDATE idempotency_keys SET body = REPLACE(body, :case, 'case-gone') "

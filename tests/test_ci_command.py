@@ -53,7 +53,8 @@ def server(app, api, tmp_path):
 def kindgi(base: str, *args: str, agent: list[str] | None = None, token: str = "kgi_admin",
            **popen: object) -> subprocess.Popen[str]:  # fmt: skip
     command = [KINDGI, "test-run", "--url", base, "--agent", AGENT, "--project", P1, *args, "--"]
-    env = {**os.environ, "KINDGI_TOKEN": token}
+    # this checkout's kindgi, not the one the shared virtualenv installed
+    env = {**os.environ, "KINDGI_TOKEN": token, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
         command + (agent or AGENT_PY), env=env, text=True, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, **popen,
@@ -213,3 +214,14 @@ def test_an_answer_nested_past_the_apis_limit_is_its_case_error_not_the_runs_end
     for case_id in (ids["W"], ids["I"], "cor-1"):
         assert "past the API's limit (100 in a body" in got[case_id]["reason"]
     assert got["case-2"]["reason"] == "the answer nests arrays and objects too deep to read"
+
+
+def test_tag_grades_only_the_cases_with_it(server):
+    base, ids = server
+    url = f"{base}/v1/agents/{AGENT}/test-set/cases/{ids['W']}/tags"
+    assert requests.post(url, json={"add": ["smoke"]}, headers=AUTH, timeout=10).ok
+    code, _, err = finished(kindgi(base, "--candidate", "2.0.0", "--tag", "smoke"))
+    assert code == 0, err
+    (run,) = runs(base)
+    assert run["tags"] == ["smoke"] and run["cases"]["total"] == 1
+    assert list(results(base, run["id"])) == [ids["W"]]

@@ -237,7 +237,7 @@ def test_a_test_run_from_start_to_its_junit_report_and_a_comparison(kg):
     assert pairs.first["counts"]["new"] == 1 and 0 <= pairs.first["pValue"] <= 1
     diff = kg.diff(AGENT, P1, second["version"], first["version"], change="added")
     assert [d["caseId"] for d in diff] == [added["id"]]
-    assert diff.first["counts"] == {"added": 1, "removed": 0}
+    assert diff.first["counts"] == {"added": 1, "removed": 0, "changed": 0}
     assert next(kg.test_runs(AGENT, P1, candidate="2.1.0"))["id"] == second["id"]
 
 

@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 
 import pytest
+import requests
 from conftest import AGENT, P1, app_on
 from fake_judge import fake_judge
 from live import ROOT, front, gunicorn
@@ -57,6 +58,7 @@ def run_suite(pytester, monkeypatch, url, ids, *args, token="kgi_admin") -> pyte
     pytester.makepyfile(test_agent=SUITE.format(raises=ids["B"]))
     monkeypatch.setenv("KINDGI_URL", url)
     monkeypatch.setenv("KINDGI_TOKEN", token)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # this checkout's kindgi, not the venv's
     return pytester.runpytest_subprocess(
         "-p", "kindgi.pytest_plugin", "-p", "no:randomly", "-p", "no:cacheprovider",
         "--kindgi-agent", AGENT, "--kindgi-project", P1, *args,
@@ -232,3 +234,17 @@ def test_without_an_agent_the_plugin_is_inert(pytester):
     pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
     result = pytester.runpytest_subprocess("-p", "kindgi.pytest_plugin", "-p", "no:randomly")
     result.assert_outcomes(passed=1)
+
+
+def test_kindgi_tag_grades_only_the_cases_with_the_tag(pytester, monkeypatch, served):
+    base, ids = served
+    tagged = requests.post(f"{base}/v1/agents/{AGENT}/test-set/cases/cor-1/tags",
+                           json={"add": ["smoke"]}, headers={"Authorization": "Bearer kgi_admin"},
+                           timeout=10)  # fmt: skip
+    assert tagged.status_code == 200, tagged.text
+    result = run_suite(pytester, monkeypatch, base, ids, "--kindgi-candidate", "2.0.2", "-rA",
+                       "--kindgi-tag", "smoke", "--kindgi-tag", "nothing-else")  # fmt: skip
+    result.assert_outcomes(passed=1)
+    assert "PASSED test_agent.py::test_the_agent[cor-1]" in result.stdout.str()
+    run = latest(base)
+    assert run["tags"] == ["nothing-else", "smoke"] and run["cases"]["total"] == 1

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from conftest import AGENT, P1, ok, refused
+from conftest import AGENT, P1, csrf_of, ok, refused, sign_in
 
 V = f"/v1/agents/{AGENT}"
 CASES = f"{V}/test-set/cases"
@@ -202,3 +202,31 @@ def test_the_runner_sees_the_parts_its_version_froze(api):
     ok(revise(api, case["id"], note="n", items=[{"key": "k", "verdict": "right"}]))
     cases = ok(api.get(f"{RUNS}/{run['id']}/cases?limit=100"))["data"]
     assert {c["caseId"]: c["parts"] for c in cases}[case["id"]] == ["decisions"]
+
+
+# ---------------------------------------------------------------- the revise form
+
+
+def test_the_revise_form_is_prefilled_shows_the_change_then_saves_it(app, client, api):
+    sign_in(client, "publisher@acme.test", "publisher-pass-1")
+    page = f"/agents/{AGENT}/test-set/cases/case-2/revise"
+    assert "Revise the expectation" in client.get(f"/agents/{AGENT}/test-set/cases/case-2").text
+    form = client.get(page).text
+    assert "&#34;items&#34;" in form or '"items"' in form  # prefilled with what it expects
+    token = csrf_of(client, page)
+    new = json.dumps({"answer": "wrong", "shouldSay": "Thirty days."})
+    data = {"csrf_token": token, "etag": '"r1"', "expect": new, "note": "Typo."}
+    shown = client.post(page, data={**data, "action": "preview"})
+    assert shown.status_code == 200
+    assert '<span class="add">+   &#34;answer&#34;: &#34;wrong&#34;,' in shown.text
+    assert '<span class="del">-   &#34;items&#34;: [' in shown.text
+    assert "Save the revision" in shown.text
+    assert ok(api.get(f"{CASES}/case-2"))["revision"] == 1  # nothing saved yet
+    saved = client.post(page, data={**data, "action": "save"})
+    assert saved.status_code == 303
+    case = ok(api.get(f"{CASES}/case-2"))
+    assert case["revision"] == 2 and case["expect"]["answer"]["shouldSay"] == "Thirty days."
+    stale = client.post(page, data={**data, "action": "save"})  # the form read at r1
+    assert stale.status_code == 412 and "revised since" in stale.text
+    bad = client.post(page, data={**data, "expect": "{", "action": "preview"})
+    assert bad.status_code == 400 and "Not valid JSON." in bad.text

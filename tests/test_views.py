@@ -69,15 +69,17 @@ def test_a_row_escapes_everything_stored_and_marks_the_words_searched():
     hostile = '<img src=x onerror="alert(1)">'
     html = views.case_rows(
         [row(id=f"case-{hostile}", made_on=hostile, added_by_id=hostile, added_by_kind="service",
+             run_id="run-h", tags=f"smoke,{hostile}",
              expect=json.dumps({"answer": {"verdict": "wrong", "why": f"{hostile} lease"}}))],
         "/agents/a/test-set/cases/",
         {"lease"},
         True,
+        {"run-h": {"question": hostile}},
     )  # fmt: skip
     assert "<img" not in html
     assert (
-        html.count("&lt;img src=x onerror=&quot;alert(1)&quot;&gt;") == 6
-    )  # the id 4 times, version, who
+        html.count("&lt;img src=x onerror=&quot;alert(1)&quot;&gt;") == 8
+    )  # the id 4 times, version, who, a tag, what the run was asked
     assert "&lt;img src=x onerror=&#34;alert(1)&#34;&gt;" in html  # in the summary, marked
     assert "<mark>lease</mark>" in html
     assert '<span class="tag">service</span>' in html
@@ -97,11 +99,17 @@ def test_the_words_searched_are_marked_as_the_search_cuts_them():
 
 
 def test_a_row_says_what_the_case_is_and_offers_a_box_only_to_who_may_publish():
-    shown = views.case_rows([row()], "/agents/a/test-set/cases/", set(), True)
-    assert '<a href="/agents/a/test-set/cases/case-1">case-1</a>' in shown
+    asked = {"run-1": {"question": "Draft a lease clause"}}
+    shown = views.case_rows([row(run_id="run-1", tags="smoke")], "/agents/a/test-set/cases/",
+                            set(), True, asked)  # fmt: skip
+    assert (
+        '<a href="/agents/a/test-set/cases/case-1">case-1</a> <span class="tag">smoke</span>'
+        in shown
+    )
+    assert '<td class="summary">question: Draft a lease clause</td>' in shown
     assert 'title="An expert\'s case"' in shown and 'name="caseIds"' in shown
     assert "<td>active</td>" in shown and '<tr class="">' in shown
-    retired = views.case_rows([row(retired_at=AT, expert=False)], "/c/", set(), False)
+    retired = views.case_rows([row(retired_at=AT, expert=False)], "/c/", set(), False, {})
     assert '<tr class="retired">' in retired and "tag retired" in retired
     assert "caseIds" not in retired and "expert" not in retired
 

@@ -64,6 +64,9 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--rerun", help="re-run a done run's failed or errored cases (a run id)")
     t.add_argument("--only", choices=("failed", "errored", "failed,errored"))
     t.add_argument("--label", help="shown with the run (a branch, a pull request)")
+    t.add_argument(
+        "--tag", action="append", help="grade only the cases with this tag (again: any of them)"
+    )
     t.add_argument("--resume", help="go on with an interrupted run (its id)")
     t.add_argument("--protocol", choices=("exec", "jsonl"), default="exec")
     t.add_argument("--jobs", type=int, default=1, help="cases at once (default 1)")
@@ -135,6 +138,8 @@ class Grader:
         if self.args.sample is not None:
             seed = {} if self.args.seed is None else {"seed": self.args.seed}
             options["sample"] = {"size": self.args.sample, **seed}
+        if self.args.tag:
+            options["tags"] = sorted(set(self.args.tag))
         if self.args.rerun:
             options["rerun_of"] = self.args.rerun
             if self.args.only:

@@ -9,7 +9,7 @@ from collections import Counter
 from typing import Any
 
 import orjson
-from marshmallow import Schema, ValidationError, fields, post_load, validate
+from marshmallow import Schema, ValidationError, fields, post_load, validate, validates_schema
 from sqlalchemy.engine import Row
 
 from ..grading import PARTS
@@ -30,6 +30,21 @@ from .corrections import CorrectionBody, ExpectOut
 from .search import SearchText
 
 KIND_RE = re.compile(r"^(correction|hand)(,(correction|hand))*$")
+TAG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
+MAX_TAGS = 20  # on one case
+TAG_RULE = "lower-case letters, digits and hyphens, 1 to 40, starting with a letter or digit"
+
+
+def _tag(value: str) -> None:
+    if not TAG_RE.fullmatch(value):
+        raise ValidationError(f"{value!r} is not a tag: {TAG_RULE}.")
+
+
+class Tag(fields.String):
+    """A tag (`TAG_RE`); a refusal names it."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(validate=_tag, **kwargs)
 
 
 class RetireBody(StrictSchema):
@@ -45,6 +60,21 @@ class ReviseBody(CorrectionBody):
         validate=nonempty_max(1000),
         metadata={"description": "Why the expectation changed."},
     )
+
+
+class TagsBody(StrictSchema):
+    """Tags to add to a case and to take off it (at least one, none in both)."""
+
+    add = fields.List(Tag(), validate=validate.Length(max=MAX_TAGS))
+    remove = fields.List(Tag(), validate=validate.Length(max=MAX_TAGS))
+
+    @validates_schema
+    def _changes(self, data: dict[str, Any], **_: Any) -> None:
+        if not data.get("add") and not data.get("remove"):
+            raise ValidationError({"add": ["Give a tag to add or to remove."]})
+        both = sorted(set(data.get("add") or []) & set(data.get("remove") or []))
+        if both:
+            raise ValidationError({"remove": [f"Both added and removed: {', '.join(both)}."]})
 
 
 class RestoreBody(StrictSchema):
@@ -66,6 +96,10 @@ class BulkRestoreBody(StrictSchema):
         required=True,
         validate=[validate.Length(min=1, max=500), _distinct],
     )
+
+
+class BulkTagsBody(BulkRestoreBody, TagsBody):
+    """Tags to add to and take off several cases of one test set, all or none."""
 
 
 class BulkRetireBody(BulkRestoreBody):
@@ -137,12 +171,27 @@ class CasesQuery(PageQuery):
         data_key="addedBefore",
         metadata={"description": "Cases added before this time (RFC 3339)."},
     )
+    tag = fields.String(
+        validate=nonempty_max(900),
+        metadata={"description": "Comma-separated tags: cases with any of them."},
+    )
 
     @post_load
     def _expert(self, data: dict[str, Any], **_: Any) -> dict[str, Any]:
         if "expert" in data:
             data["expert"] = data["expert"] == "true"
+        if "tag" in data:
+            data["tag"] = tags_listed(data["tag"], "tag")
         return data
+
+
+def tags_listed(text: str, name: str) -> list[str]:
+    """Comma-separated tags as a sorted list without repeats; a bad one is named."""
+    tags = sorted(set(text.split(",")))
+    bad = [tag for tag in tags if not TAG_RE.fullmatch(tag)]
+    if bad:
+        raise ValidationError({name: [f"{bad[0]!r} is not a tag: {TAG_RULE}."]})
+    return tags
 
 
 EXPORT_FORMATS = ("jsonl", "csv")
@@ -163,7 +212,7 @@ class RetiredOut(Schema):
 
 
 class CaseOut(OmitEmpty):
-    OPTIONAL = ("retired", "expert")
+    OPTIONAL = ("retired", "expert", "tags")
     id = fields.String(required=True)
     kind = fields.String(required=True, validate=validate.OneOf(("correction", "hand")))
     projectId = fields.String(required=True, attribute="project_id", metadata={"format": "uuid"})
@@ -177,15 +226,30 @@ class CaseOut(OmitEmpty):
         required=True,
         metadata={"description": "Its expectation's revision: 1 at first, one more a revision."},
     )
+    tags = fields.List(
+        fields.String(), metadata={"description": "Its tags, sorted; left out when none."}
+    )
     retired = fields.Nested(RetiredOut)
     expert = fields.Boolean()
+
+
+class AddedCaseOut(CaseOut):
+    """A case just added, and what it duplicates."""
+
+    duplicates = fields.List(
+        fields.String(),
+        metadata={
+            "description": "The other active cases of the same run expecting exactly the same, "
+            "by id; left out when none. The case is added all the same."
+        },
+    )
 
 
 # A case's fields in the order `case_json` reads a list's row; the service selects them so.
 CASE_FIELDS = (
     "added_at", "id", "kind", "project_id", "run_id", "made_on", "expect", "expert",
     "added_by_kind", "added_by_id", "updated_at", "retired_reason", "retired_by_kind",
-    "retired_by_id", "retired_at", "revision",
+    "retired_by_id", "retired_at", "revision", "tags",
 )  # fmt: skip
 
 
@@ -198,7 +262,7 @@ def case_json(case: Any) -> dict[str, Any]:
     holds the expectation as its stored JSON text, written out as it is.
     """
     (added_at, id_, kind, project_id, run_id, made_on, expect, expert, by_kind, by_id, updated_at,
-     retired_reason, retired_by_kind, retired_by_id, retired_at, revision) = (
+     retired_reason, retired_by_kind, retired_by_id, retired_at, revision, tags) = (
         case if isinstance(case, (Row, tuple)) else [getattr(case, name) for name in CASE_FIELDS]
     )  # fmt: skip
     out: dict[str, Any] = {
@@ -219,6 +283,8 @@ def case_json(case: Any) -> dict[str, Any]:
             "by": {"kind": retired_by_kind, "id": retired_by_id},
             "at": rfc3339(retired_at),
         }
+    if tags:
+        out["tags"] = tags.split(",")
     if expert:
         out["expert"] = True
     return out

@@ -11,7 +11,7 @@ from marshmallow import Schema, ValidationError, fields, validate, validates_sch
 
 from ..grading import CHANGES, PARTS
 from ..judge import PROMPT_VERSION
-from .cases import SnapshotOut
+from .cases import MAX_TAGS, SnapshotOut, Tag
 from .common import (
     Actor,
     Cursor,
@@ -104,6 +104,14 @@ class StartTestRunBody(StrictSchema):
     sample = fields.Nested(
         SampleIn,
         metadata={"description": "A quick run: a sample of the version's cases (§9.9)."},
+    )
+    tags = fields.List(
+        Tag(),
+        validate=validate.Length(min=1, max=MAX_TAGS),
+        metadata={
+            "description": "Grade only the cases with any of these tags (as tagged when the "
+            "run starts); the version frozen is the whole set's."
+        },
     )
 
     @validates_schema
@@ -294,6 +302,7 @@ class TestRunOut(Schema):
     baseline = fields.String()
     rerunOf = fields.String()
     only = fields.List(fields.String())
+    tags = fields.List(fields.String())
     label = fields.String()
     metadata = fields.Dict()
     itemsThreshold = fields.Float(required=True)
@@ -382,8 +391,9 @@ class ComparePage(PageOut):
     pValue = fields.Float(required=True)
     sharedOnly = fields.Boolean(
         metadata={
-            "description": "True when a run is a quick run: only the cases both had are "
-            "paired, and none is `new` or `gone`."
+            "description": "True when only the cases both runs had are paired (none is `new` "
+            "or `gone`): one is a quick run, or the two were started on different tags; left "
+            "out otherwise."
         }
     )
 
@@ -451,6 +461,8 @@ def test_run_json(view: Any, wilson: Any) -> dict[str, Any]:
         out["baseline"] = run.baseline_id
     if run.rerun_of_id:
         out["rerunOf"], out["only"] = run.rerun_of_id, run.only.split(",")
+    if run.tags:
+        out["tags"] = run.tags
     if run.label is not None:
         out["label"] = run.label
     if run.meta is not None:

@@ -11,6 +11,7 @@ record commit together. Another tenant's things look exactly like things that do
 - `cases`: listing, reading, retiring and restoring cases
 - `corrections`: making cases from runs (corrections and hand cases)
 - `revisions`: revising a case's expectation, and its revisions
+- `tags`: tagging cases, one or several at once
 - `runs`: recording and listing runs (filtered: the runs inbox's list and the API's)
 - `inbox`: what the runs inbox reads: a page of runs with the filters' choices, a run with the
   cases made from it
@@ -36,13 +37,20 @@ from .cases import (
     export_cases,
     get_case,
     list_cases,
+    look_alikes,
     restore_case,
     restore_cases,
     retire_case,
     retire_cases,
 )
 from .common import clock
-from .corrections import add_hand_case, expect_of, record_correction, set_correction_status
+from .corrections import (
+    add_hand_case,
+    body_of,
+    expect_of,
+    record_correction,
+    set_correction_status,
+)
 from .counts import Counts, overview, rebuild_tallies, test_set, week_of
 from .health import questions_waiting, readiness, require_metrics_token
 from .identity import (
@@ -85,6 +93,7 @@ from .run_pages import (
     test_set_runs,
 )
 from .runs import list_runs, new_case_runs, record_run
+from .tags import tag_case, tag_cases
 from .test_runs import (
     RunView,
     cancel_test_run,
@@ -120,6 +129,7 @@ __all__ = [
     "TestSetRuns",
     "add_hand_case",
     "authenticate",
+    "body_of",
     "cancel_test_run",
     "case_history",
     "cases_page",
@@ -149,6 +159,7 @@ __all__ = [
     "list_test_runs",
     "list_tokens",
     "list_versions",
+    "look_alikes",
     "new_case_runs",
     "operator",
     "overview",
@@ -173,6 +184,8 @@ __all__ = [
     "set_correction_status",
     "sign_in",
     "start_test_run",
+    "tag_case",
+    "tag_cases",
     "test_set",
     "test_set_runs",
     "user_principal",

@@ -16,7 +16,7 @@ from sqlalchemy import Select, Text, bindparam, cast, func, literal_column, sele
 
 from ..database import db
 from ..errors import CaseActive, CaseNotFound, CaseRetired
-from ..models import Case, Snapshot, VersionMember
+from ..models import Case, CaseTag, Snapshot, VersionMember
 from ..schemas.cases import CASE_FIELDS
 from . import search
 from .access import AgentRef, Grants, find_agent, grants, readable
@@ -47,6 +47,16 @@ def _cases_query(
 ) -> Select[Any]:
     """The cases list's statement for one shape of filters (`given` names the other filters
     present), built once."""
+    if "tag" in given and how is None:
+        # one tag: its rows in `case_tags`, walked newest first, each joined to its case
+        query = select(*CASE_COLUMNS).join(CaseTag, CaseTag.case_id == Case.id)
+        query = _filtered(query, dialect_name, retired_too, one_kind, given - {"tag"}, how)
+        query = query.where(
+            CaseTag.agent_pk == bindparam("agent_pk"),
+            CaseTag.project_id == bindparam("project_id"),
+            CaseTag.tag == bindparam("tag"),
+        )
+        return newest_first(query, CaseTag.added_at, CaseTag.case_id, after)
     query = _filtered(select(*CASE_COLUMNS), dialect_name, retired_too, one_kind, given, how)
     if how == search.WALK and dialect_name == "sqlite":
         query = query.add_cte(search.window(after))
@@ -116,6 +126,13 @@ def _filtered(
         query = query.where(Case.added_at >= bindparam("added_after", type_=Case.added_at.type))
     if "added_before" in given:
         query = query.where(Case.added_at < bindparam("added_before", type_=Case.added_at.type))
+    if given & {"tag", "tags"}:  # any of them
+        tagged = select(CaseTag.case_id).where(CaseTag.case_id == Case.id)
+        if "tag" in given:
+            tagged = tagged.where(CaseTag.tag == bindparam("tag"))
+        else:
+            tagged = tagged.where(CaseTag.tag.in_(bindparam("tags", expanding=True)))
+        query = query.where(tagged.exists())
     return query
 
 
@@ -139,6 +156,10 @@ def _filters(
 ) -> _Filters:
     kinds = sorted(set(kind.split(","))) if kind else ["correction", "hand"]
     given = {name: value for name, value in filters.items() if value is not None}
+    if "tag" in given and len(given["tag"]) > 1:  # several tags: any of them
+        given["tags"] = given.pop("tag")
+    elif "tag" in given:
+        given["tag"] = given["tag"][0]
     binding = {
         "list": "cases",
         "agent": agent.pk,
@@ -193,6 +214,23 @@ def list_cases(caller: Principal, agent_id: str, project_id: str, **filters: Any
     return _cases_of(caller, agent, project_id, **filters)
 
 
+def look_alikes(
+    caller: Principal, agent_id: str, project_id: str, run_id: str | None, tools: list[str]
+) -> list[Any]:
+    """Active cases that look like one being added (rows of the list): its run's, then those
+    whose expectation names a tool it expects (a few of each tool's newest), each once, ten
+    at most: the add-case form shows them so that an expert rarely adds a duplicate."""
+    agent, _ = readable(caller, agent_id, project_id)
+    found: dict[str, Any] = {}
+    if run_id:
+        for row in _cases_of(caller, agent, project_id, run_id=run_id, limit=10).items:
+            found.setdefault(row.id, row)
+    for tool in sorted(set(tools))[:3]:
+        for row in _cases_of(caller, agent, project_id, tool=tool, limit=5).items:
+            found.setdefault(row.id, row)
+    return list(found.values())[:10]
+
+
 MAX_COUNTED = 10_000  # past this many matches the page says "over 10,000"
 SEARCH_FILTERS = (
     "q",
@@ -203,20 +241,23 @@ SEARCH_FILTERS = (
     "run_id",
     "added_after",
     "added_before",
+    "tag",
 )
 
 
 @dataclass
 class CasesView:
-    """What the cases page shows: a page of cases, the counts, whether the caller may publish
-    (add, retire, restore) there; with the counts, the tools to filter by and, when filtered,
-    how many cases match (up to `MAX_COUNTED + 1`)."""
+    """What the cases page shows: a page of cases with what each one's run was asked, the
+    counts, whether the caller may publish (add, retire, restore, tag) there; with the counts,
+    the tools to filter by and, when filtered, how many cases match (up to
+    `MAX_COUNTED + 1`)."""
 
     page: Page
     counts: Counts | None
     may_publish: bool
     tools: list[str] = field(default_factory=list)
     matching: int | None = None
+    asked: dict[str, Any] = field(default_factory=dict)  # each run's input, by run id
 
 
 def cases_page(
@@ -226,13 +267,22 @@ def cases_page(
     needs no counts)."""
     agent, may = readable(caller, agent_id, project_id)
     page = _cases_of(caller, agent, project_id, **filters)
+    asked = _inputs({row.run_id for row in page.items})
     if not with_counts:
-        return CasesView(page, None, may.may_publish)
+        return CasesView(page, None, may.may_publish, asked=asked)
     counts, tools = page_counts(agent.pk, agent.id, project_id)
-    view = CasesView(page, counts, may.may_publish, tools)
+    view = CasesView(page, counts, may.may_publish, tools, asked=asked)
     if any(filters.get(name) is not None for name in SEARCH_FILTERS):
         view.matching = _count(caller, agent, project_id, filters)
     return view
+
+
+def _inputs(run_ids: set[str]) -> dict[str, Any]:
+    """What each of these runs was asked (its snapshot's input), by run id: a page's worth."""
+    if not run_ids:
+        return {}
+    found = select(Snapshot.run_id, Snapshot.input).where(Snapshot.run_id.in_(sorted(run_ids)))
+    return dict(sql().execute(found).all())
 
 
 def _count(caller: Principal, agent: AgentRef, project_id: str, args: dict[str, Any]) -> int:
@@ -339,12 +389,17 @@ def _restore(cases: list[Case]) -> None:
     db.session.flush()
 
 
-def _publishable_cases(
-    caller: Principal, agent_id: str, project_id: str, case_ids: list[str], *, retired: bool
+def publishable_cases(
+    caller: Principal,
+    agent_id: str,
+    project_id: str,
+    case_ids: list[str],
+    *,
+    retired: bool | None = None,
 ) -> list[Case]:
     """The named cases of one test set, locked for a change (in id order, so two changes lock
-    alike), once the caller may publish there: all of them in the state `retired` says, or a
-    refusal naming those that are not (404 for cases the set lacks, then 409)."""
+    alike), once the caller may publish there: all of them in the state `retired` says (if it
+    says one), or a refusal naming those that are not (404 for cases the set lacks, then 409)."""
     agent, may = readable(caller, agent_id, project_id)
     cases = db.session.scalars(
         select(Case)
@@ -361,6 +416,8 @@ def _publishable_cases(
     if missing:
         raise CaseNotFound(details={"caseIds": missing})
     may.require("publish", agent, project_id)
+    if retired is None:
+        return list(cases)
     wrong = [case.id for case in cases if (case.retired_at is not None) != retired]
     if wrong:
         raise (CaseActive if retired else CaseRetired)(details={"caseIds": wrong})
@@ -371,7 +428,7 @@ def retire_cases(
     caller: Principal, agent_id: str, project_id: str, case_ids: list[str], reason: str
 ) -> list[Case]:
     """Retire several cases of one test set at once: all of them, or none."""
-    cases = _publishable_cases(caller, agent_id, project_id, case_ids, retired=False)
+    cases = publishable_cases(caller, agent_id, project_id, case_ids, retired=False)
     _retire(cases, caller, reason)
     return cases
 
@@ -380,7 +437,7 @@ def restore_cases(
     caller: Principal, agent_id: str, project_id: str, case_ids: list[str]
 ) -> list[Case]:
     """Restore several retired cases of one test set at once: all of them, or none."""
-    cases = _publishable_cases(caller, agent_id, project_id, case_ids, retired=True)
+    cases = publishable_cases(caller, agent_id, project_id, case_ids, retired=True)
     _restore(cases)
     return cases
 

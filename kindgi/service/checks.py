@@ -19,6 +19,7 @@ from ..models import (
     CORRECTION_STATUSES,
     Case,
     CaseRevision,
+    CaseTag,
     IdempotencyRecord,
     RunCase,
     RunTool,
@@ -163,6 +164,34 @@ def revisions() -> list[str]:
             .order_by(VersionMember.case_id)
         )
     ]
+    return breaches
+
+
+def tags() -> list[str]:
+    """A case's tags as it shows them are its rows in `case_tags`, and each row carries its
+    case's test set and `added_at` (what the list's `tag` filter walks by)."""
+    kept: dict[str, list[str]] = {}
+    for case_id, tag in db.session.execute(
+        select(CaseTag.case_id, CaseTag.tag).order_by(CaseTag.case_id, CaseTag.tag)
+    ):
+        kept.setdefault(case_id, []).append(tag)
+    astray = db.session.execute(
+        select(CaseTag.case_id, CaseTag.tag)
+        .join(Case, Case.id == CaseTag.case_id)
+        .where(
+            or_(
+                CaseTag.agent_pk != Case.agent_pk,
+                CaseTag.project_id != Case.project_id,
+                CaseTag.added_at != Case.added_at,
+            )
+        )
+        .order_by(CaseTag.case_id, CaseTag.tag)
+    )
+    breaches = [f"case {case_id}'s tag {tag} is not of its set and time" for case_id, tag in astray]
+    for case_id, shown in _chunked(Case.id, Case.tags):
+        rows = kept.get(case_id, [])
+        if (shown.split(",") if shown else []) != rows:
+            breaches.append(f"case {case_id} shows tags {shown!r}, and has {rows}")
     return breaches
 
 
@@ -357,6 +386,7 @@ RULES: dict[str, Callable[[], list[str]]] = {
     "correction statuses": statuses,
     "search words": search_words,
     "case revisions": revisions,
+    "case tags": tags,
     "idempotency answers": idempotency_answers,
     "test run tallies": run_tallies,
     "runs made cases": runs_cased,

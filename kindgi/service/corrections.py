@@ -62,6 +62,22 @@ def expect_of(body: dict[str, Any]) -> dict[str, Any]:
     return expect
 
 
+def body_of(expect: dict[str, Any]) -> dict[str, Any]:
+    """What a case expects as the body that would give it (the inverse of `expect_of`): what
+    the revise form starts from."""
+    body: dict[str, Any] = {}
+    if "decisions" in expect:
+        body["decisions"] = expect["decisions"]["verdict"]
+        body.update({k: expect["decisions"][k] for k in ("shouldCall", "mustNotCall")
+                     if k in expect["decisions"]})  # fmt: skip
+    if "answer" in expect:
+        body["answer"] = expect["answer"]["verdict"]
+        body.update({k: expect["answer"][k] for k in ("shouldSay", "why") if k in expect["answer"]})
+    if "items" in expect:
+        body["items"] = expect["items"]
+    return body
+
+
 def case_refusal(run: Any) -> DomainError | None:
     """Why no case may be made from this run (anything with its `status`, `erased` and
     `replay_of`), or None: the pages offer "add a case" only where it would be allowed."""
@@ -173,12 +189,30 @@ def _new_case(
     return case
 
 
-def add_hand_case(caller: Principal, agent_id: str, body: dict[str, Any]) -> Case:
-    """A case by hand from a correction's body on one of the agent's finished runs."""
+def add_hand_case(caller: Principal, agent_id: str, body: dict[str, Any]) -> tuple[Case, list[str]]:
+    """A case by hand from a correction's body on one of the agent's finished runs, and the
+    cases it duplicates: the other active cases of its run expecting the same (by id). A
+    duplicate is still added; the caller is told."""
     agent, run = agent_and_run(caller, agent_id, body["runId"])
     require(caller, "publish", agent, run.project_id)
     _check_run_can_be_case(run)
-    return _new_case(caller, agent, run, body, id=new_id("case"), kind="hand", expert=True)
+    case = _new_case(caller, agent, run, body, id=new_id("case"), kind="hand", expert=True)
+    return case, _duplicates(case)
+
+
+_SAME_RUN = select(Case.id, Case.expect).where(
+    Case.run_id == bindparam("run"),
+    Case.id != bindparam("case"),
+    Case.is_case,
+    Case.retired_at.is_(None),
+)
+
+
+def _duplicates(case: Case) -> list[str]:
+    """The other active cases of the case's run whose current expectation is the case's,
+    compared as JSON values (a run has a handful of cases)."""
+    others = sql().execute(_SAME_RUN, {"run": case.run_id, "case": case.id})
+    return sorted(other.id for other in others if other.expect == case.expect)
 
 
 def record_correction(caller: Principal, agent_id: str, run_id: str, body: dict[str, Any]) -> Case:

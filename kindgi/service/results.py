@@ -29,7 +29,7 @@ from .access import find_agent, require
 from .common import sql
 from .identity import Principal
 from .paging import Page, after_id, id_page
-from .test_runs import RunView, find_run, run_to_change, run_to_read, settle
+from .test_runs import RunView, find_run, run_to_change, run_to_read, settle, shares_only
 from .versions import as_frozen, pinned_expect
 
 RESULT_FIELDS = ("output", "calls", "ranked", "error")
@@ -296,7 +296,7 @@ class Comparison:
     counts: dict[str, int]
     p_value: float
     baseline: TestRun
-    shared_only: bool = False  # a quick run's: only the cases both runs had are paired
+    shared_only: bool = False  # only the cases both runs had are paired (shares_only)
 
 
 def _change_sql(mine: Any, theirs: Any) -> Any:
@@ -334,13 +334,13 @@ def compare(
     require(caller, "read", agent, run.project_id)
     if other.project_id != run.project_id:
         raise TestRunsNotComparable(details={"testRunId": other_id})
-    shared = run.sample is not None or other.sample is not None
+    shared_only = shares_only(run, other)
     counts = (
         dict(run.tallies["comparison"])
-        if run.baseline_pk == other.pk and "comparison" in run.tallies
-        else _count_changes(run.pk, other.pk, shared)
+        if run.baseline_pk == other.pk and "comparison" in run.tallies and not shared_only
+        else _count_changes(run.pk, other.pk, shared_only)
     )
-    possible = set(CHANGES) - ({"new", "gone"} if shared else set())
+    possible = set(CHANGES) - ({"new", "gone"} if shared_only else set())
     wanted = set(change or CHANGES) & possible
     binding = {
         "list": "compare",
@@ -358,7 +358,7 @@ def compare(
             theirs.c.case_id == mine.c.case_id,
             theirs.c.case_id > after,  # a merge join starts there, not at the top
         ),
-        isouter=not shared,
+        isouter=not shared_only,
     )
     revised: Any = null()
     if run.version_pk != other.version_pk:  # a case revised between the two versions
@@ -382,7 +382,7 @@ def compare(
         if wanted != possible:
             paired = paired.where(change_of.in_(sorted(wanted)))
         rows += sql().execute(paired).all()
-    if "gone" in wanted and counts["gone"]:
+    if "gone" in wanted and counts["gone"] and not shared_only:
         gone = (
             select(theirs.c.case_id, literal("gone"), null(), theirs.c.outcome, null(), null())
             .where(
@@ -399,7 +399,7 @@ def compare(
     rows.sort(key=lambda row: row[0])
     page = id_page(rows[: limit + 1], limit, binding)
     p_value = grading.mcnemar_p(counts["regressed"], counts["fixed"])
-    return Comparison(page, counts, p_value, other, shared)
+    return Comparison(page, counts, p_value, other, shared_only)
 
 
 def _with_revisions(pairs: Any, mine: Any, version_pk: int, other_pk: int) -> tuple[Any, Any]:
@@ -413,9 +413,9 @@ def _with_revisions(pairs: Any, mine: Any, version_pk: int, other_pk: int) -> tu
     return pairs, other.c.revision != own.c.revision
 
 
-def _count_changes(run_pk: int, other_pk: int, shared: bool) -> dict[str, int]:
+def _count_changes(run_pk: int, other_pk: int, shared_only: bool) -> dict[str, int]:
     """Every change's count for two runs with no kept comparison: one pass over the pairs (only
-    the cases both had, when `shared`)."""
+    the cases both have, when `shared_only`: none is then new or gone)."""
     mine, theirs = RunCase.__table__.alias("mine"), RunCase.__table__.alias("theirs")
     change_of = _change_sql(mine, theirs)
     counts = dict.fromkeys(CHANGES, 0)
@@ -425,14 +425,14 @@ def _count_changes(run_pk: int, other_pk: int, shared: bool) -> dict[str, int]:
             mine.join(
                 theirs,
                 and_(theirs.c.run_pk == other_pk, theirs.c.case_id == mine.c.case_id),
-                isouter=not shared,
+                isouter=not shared_only,
             )
         )
         .where(mine.c.run_pk == run_pk)
         .group_by(change_of)
     ):
         counts[name] += n
-    if shared:
+    if shared_only:
         return counts
     counts["gone"] = (
         sql()

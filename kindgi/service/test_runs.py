@@ -23,7 +23,7 @@ from ..errors import (
     TestRunsNotComparable,
 )
 from ..grading import CHANGES
-from ..models import Case, RunCase, Snapshot, TestRun, VersionMember
+from ..models import Case, CaseTag, RunCase, Snapshot, TestRun, VersionMember
 from . import quick_runs, records
 from .access import AgentRef, find_agent, readable, require, scope
 from .common import analyze, bulk, clock, judge_settings, new_id, sql
@@ -106,8 +106,9 @@ def _done_run_of_set(
 
 def start_test_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> RunView:
     """Freeze the set (or reuse the unchanged version, or the re-run's) and open a run over its
-    cases, narrowed by `weighting` and, for a re-run, by `only`; a quick run over a sample of
-    them (`sample`)."""
+    cases, narrowed by `weighting`, by `tags` (cases with any of them) and, for a re-run, by
+    `only`; a quick run over a sample of them (`sample`). The run's cases (`test_run_cases`)
+    are the record of which it had."""
     project_id = body["projectId"]
     agent, grants = scope(caller, agent_id, project_id)
     grants.require("write", agent, project_id)
@@ -134,6 +135,7 @@ def start_test_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> Ru
         baseline_id=baseline.id if baseline else None,
         rerun_of_id=rerun.id if rerun else None,
         only=",".join(body["only"]) if rerun else None,
+        tags=sorted(set(body["tags"])) if "tags" in body else None,
         label=body.get("label"),
         meta=body.get("metadata"),
         items_threshold=body.get("itemsThreshold", 0.8),
@@ -157,6 +159,13 @@ def start_test_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> Ru
             RunCase.outcome.in_(["fail" if o == "failed" else "error" for o in body["only"]]),
         )
         members = members.where(VersionMember.case_id.in_(redo))
+    if run.tags:  # the cases tagged with any of them, as tagged now
+        tagged = select(CaseTag.case_id).where(
+            CaseTag.agent_pk == agent.pk,
+            CaseTag.project_id == project_id,
+            CaseTag.tag.in_(run.tags),
+        )
+        members = members.where(VersionMember.case_id.in_(tagged))
     if "sample" in body:
         total = quick_runs.draw_sample(
             run, members.with_only_columns(VersionMember.case_id), body["sample"]
@@ -170,11 +179,17 @@ def start_test_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> Ru
     judged = judge_settings()
     if judged is not None:
         tallies["judge"] = {"model": judged.model, "asked": 0, "agreed": 0, "calibrating": 0}
-    if baseline is not None and run.sample is None:  # a quick run's is counted when asked
+    if baseline is not None and not shares_only(run, baseline):  # else counted when asked
         tallies["comparison"] = _initial_comparison(run.pk, baseline.pk)
     run.tallies = tallies
     db.session.flush()
     return RunView(run, agent.id)
+
+
+def shares_only(run: TestRun, other: TestRun) -> bool:
+    """Whether two runs are compared on the cases both had only (none `new` or `gone`): one is
+    a quick run, or they were started on different tags."""
+    return run.sample is not None or other.sample is not None or run.tags != other.tags
 
 
 def _insert_all(run: TestRun, members: Select[Any]) -> int:
