@@ -348,7 +348,7 @@ def revise(agent_id: str, case_id: str):
     """The revise form: the case's expectation as a hand case's body (JSON), prefilled, and a
     note; "Show the change" shows the difference, "Save the revision" saves it, naming the
     revision the form was read at (a case revised since is refused, never overwritten)."""
-    view = service.get_case(current_user, agent_id, case_id)
+    view = service.revisable_case(current_user, agent_id, case_id)
     now = json.dumps(service.body_of(view.case.expect), indent=2, ensure_ascii=False)
     form = request.form
     text, note = form.get("expect", now), form.get("note", "")

@@ -42,6 +42,7 @@ from .cases import (
     restore_cases,
     retire_case,
     retire_cases,
+    revisable_case,
 )
 from .common import clock
 from .corrections import (
@@ -175,6 +176,7 @@ __all__ = [
     "restore_cases",
     "retire_case",
     "retire_cases",
+    "revisable_case",
     "revise_case",
     "revoke_token",
     "run_page",
