@@ -515,6 +515,7 @@ PAGES = {
     "runs inbox": Page("GET", f"/agents/{MULTI}/runs?projectId={P2}&hasCase=true"),
     "a run": Page("GET", f"/agents/{MULTI}/runs/run-multi"),
     "test runs": Page("GET", f"/agents/{AGENT}/test-set/runs?projectId={P1}"),
+    "health": Page("GET", f"/agents/{AGENT}/test-set/health?projectId={P1}"),
     "a test run": Page("GET", f"/agents/{AGENT}/test-runs/{{done}}?outcome=error"),
     "a run's progress": Page("GET", f"/agents/{AGENT}/test-runs/{{done}}/progress"),
     "a run's result": Page("GET", f"/agents/{AGENT}/test-runs/{{done}}/results/case-2"),
@@ -553,6 +554,7 @@ PAGE_TABLE = {
     "runs inbox": ("login", "404", "200", "200"),
     "a run": ("login", "404", "200", "200"),
     "test runs": ("login", "404", "200", "403"),  # the runs' pages are in P1: the expert reads P2
+    "health": ("login", "404", "200", "403"),
     "a test run": ("login", "404", "200", "403"),
     "a run's progress": ("login", "404", "200", "403"),
     "a run's result": ("login", "404", "200", "403"),

@@ -50,6 +50,7 @@ class Health:
     histogram: list[int]  # active cases with a record, by pass rate: [0, .1), …, [.9, 1]
     agent_id: str
     project_id: str
+    run_of: dict[str, str]  # the run each listed always-failing case was made from
 
     @property
     def test_set_id(self) -> str:
@@ -141,15 +142,20 @@ def compute(agent_pk: int, agent_id: str, project_id: str) -> Health:
         if is_flaky:
             flaky.add(case_id)
         histogram[min(int(passed / runs * BINS), BINS - 1)] += 1
-    involved, pairs = contradictions(
-        sql().execute(
+    rows = (
+        sql()
+        .execute(
             select(Case.id, Case.run_id, Case.expect, Snapshot.input, Snapshot.calls)
             .join(Snapshot, Snapshot.run_id == Case.run_id)
             .where(Case.id.in_(active))
         )
+        .all()
     )
+    involved, pairs = contradictions(rows)
+    always_failing = Found.of(failing)
+    listed = set(always_failing.case_ids)
     return Health(
-        Found.of(failing),
+        always_failing,
         Found.of(flaky),
         Found.of(ids - recorded),
         Found.of(involved),
@@ -157,6 +163,7 @@ def compute(agent_pk: int, agent_id: str, project_id: str) -> Health:
         histogram,
         agent_id,
         project_id,
+        {row[0]: row[1] for row in rows if row[0] in listed},
     )
 
 
