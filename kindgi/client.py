@@ -328,6 +328,17 @@ class Client:
         """One case, with `snapshot: {input, output, calls, takenAt}` of its run."""
         return self._json("GET", self._agent(agent, "test-set", "cases", case_id))
 
+    def case_record(self, agent: str, case_id: str) -> dict[str, Any]:
+        """A case's record over its set's last 50 done full runs: `{caseId, runs, outcomes,
+        failedBy, flaky, separation, lastFailed?}` (docs/design.md §9.10)."""
+        return self._json("GET", self._agent(agent, "test-set", "cases", case_id, "record"))
+
+    def health(self, agent: str, project_id: str) -> dict[str, Any]:
+        """The test set's health: `{alwaysFailing, flaky, neverRun, contradicting, histogram}`
+        (docs/design.md §9.11)."""
+        params = {"projectId": project_id}
+        return self._json("GET", self._agent(agent, "test-set", "health"), params=params)
+
     def add_case(self, agent: str, body: dict[str, Any]) -> dict[str, Any]:
         """Add a case by hand from a finished run: `body` is `{runId, decisions?, shouldCall?,
         mustNotCall?, answer?, shouldSay?, why?, items?}` (docs/reference/add-case.md); the

@@ -35,7 +35,7 @@ from .schemas.corrections import (
 )
 from .schemas.counts import TestSetOut
 from .schemas.identity import NewTokenBody, NewTokenOut, TokenPage
-from .schemas.records import CaseRecordOut
+from .schemas.records import CaseRecordOut, HealthOut
 from .schemas.runs import RecordRunBody, RunOut, RunPage, RunsQuery
 from .schemas.test_runs import (
     ComparePage,
@@ -183,6 +183,16 @@ OPERATIONS: dict[str, Operation] = {
         None,
         200,
         CaseDetailOut,
+        (),
+    ),
+    "api.get_test_set_health": Operation(
+        "agentsTestSetHealth",
+        "The test set's health: its always-failing, flaky, never-run and contradicting active "
+        "cases, and a histogram of their pass rates (computed once per state of the set).",
+        TestSetQuery,
+        None,
+        200,
+        HealthOut,
         (),
     ),
     "api.get_case_record": Operation(

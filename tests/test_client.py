@@ -107,6 +107,13 @@ def test_a_case_is_added_read_retired_and_restored_and_the_counts_follow(kg):
     assert active(kg) == before["cases"]["active"] + 1
 
 
+def test_a_cases_record_and_the_sets_health_are_read(kg):
+    made = hand_case(kg)
+    assert kg.case_record(AGENT, made["id"])["runs"] == 0
+    health = kg.health(AGENT, P1)
+    assert made["id"] in health["neverRun"]["caseIds"] and len(health["histogram"]) == 10
+
+
 def test_cases_are_retired_and_restored_together(kg):
     ids = sorted(hand_case(kg)["id"] for _ in range(3))
     before = kg.counts(AGENT, P1)["cases"]

@@ -63,3 +63,68 @@ def record_json(case_id: str, record: Any) -> dict[str, Any]:
     if record.last_failed is not None:
         out["lastFailed"] = rfc3339(record.last_failed)
     return out
+
+
+class FoundCases(Schema):
+    count = fields.Integer(required=True)
+    caseIds = fields.List(
+        fields.String(), required=True, metadata={"description": "The first 100."}
+    )
+
+
+class Contradicting(FoundCases):
+    pairs = fields.List(
+        fields.List(fields.String()),
+        required=True,
+        metadata={"description": "The first 100 pairs of cases that contradict each other."},
+    )
+
+
+class HistogramBin(Schema):
+    low = fields.Float(required=True, data_key="from")
+    to = fields.Float(required=True)
+    count = fields.Integer(required=True)
+
+
+class HealthOut(Schema):
+    testSetId = fields.String(required=True)
+    alwaysFailing = fields.Nested(
+        FoundCases,
+        required=True,
+        metadata={"description": "Active cases no run passed in at least their last 5 runs."},
+    )
+    flaky = fields.Nested(FoundCases, required=True)
+    neverRun = fields.Nested(
+        FoundCases,
+        required=True,
+        metadata={"description": "Active cases none of the last 50 done full runs graded."},
+    )
+    contradicting = fields.Nested(Contradicting, required=True)
+    histogram = fields.List(
+        fields.Nested(HistogramBin),
+        required=True,
+        metadata={"description": "Active cases by pass rate in their record, in tenths."},
+    )
+
+
+def health_json(health: Any, test_set_id: str) -> dict[str, Any]:
+    """A set's health (`service.set_health.Health`) as `HealthOut` describes it."""
+
+    def found(kind: Any) -> dict[str, Any]:
+        return {"count": kind.count, "caseIds": kind.case_ids}
+
+    bins = len(health.histogram)
+    return {
+        "testSetId": test_set_id,
+        "alwaysFailing": found(health.always_failing),
+        "flaky": found(health.flaky),
+        "neverRun": found(health.never_run),
+        "contradicting": {
+            **found(health.contradicting),
+            "pairs": [list(pair) for pair in health.pairs],
+        },
+        "histogram": [
+            {"from": i / bins, "to": (i + 1) / bins, "count": n}
+            for i, n in enumerate(health.histogram)
+        ],
+    }

@@ -25,6 +25,7 @@ record commit together. Another tenant's things look exactly like things that do
 - `health`: the readiness probe's checks, the judge's queue depth, the metrics' guard
 - `records`: each case's record over its set's last 50 done full runs, kept as runs end
 - `quick_runs`: drawing a quick run's sample and counting its estimate
+- `set_health`: a test set's health (failing, flaky, never run, contradicting cases), cached
 - `checks`: the database's invariants, recounted (`flask --app app kindgi check`)
 - `traces`: runs from OpenTelemetry traces (OTLP), and the held spans that expire
 """
@@ -94,6 +95,7 @@ from .run_pages import (
     test_set_runs,
 )
 from .runs import list_runs, new_case_runs, record_run
+from .set_health import Health, test_set_health
 from .tags import tag_case, tag_cases
 from .test_runs import (
     RunView,
@@ -117,6 +119,7 @@ __all__ = [
     "Comparison",
     "ComparisonPage",
     "Counts",
+    "Health",
     "HistoryRow",
     "InboxView",
     "Ingested",
@@ -189,6 +192,7 @@ __all__ = [
     "tag_case",
     "tag_cases",
     "test_set",
+    "test_set_health",
     "test_set_runs",
     "user_principal",
     "week_of",
