@@ -53,7 +53,7 @@ def test_a_team_lead_finds_the_always_failing_case_and_goes_to_retire_it(page, s
     expect(failing).to_have_count(1)
     expect(failing.get_by_role("link", name=W)).to_be_visible()
     expect(failing.get_by_role("link", name="Revise")).to_have_attribute(
-        "href", re.compile(r"/cases/new\?runId=run-1&projectId=")
+        "href", re.compile(rf"/cases/{W}/revise$")
     )
     chart = page.get_by_role("img", name=re.compile("Cases by pass rate, in tenths"))
     expect(chart).to_be_visible()

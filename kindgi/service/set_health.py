@@ -50,7 +50,6 @@ class Health:
     histogram: list[int]  # active cases with a record, by pass rate: [0, .1), …, [.9, 1]
     agent_id: str
     project_id: str
-    run_of: dict[str, str]  # the run each listed always-failing case was made from
 
     @property
     def test_set_id(self) -> str:
@@ -152,10 +151,8 @@ def compute(agent_pk: int, agent_id: str, project_id: str) -> Health:
         .all()
     )
     involved, pairs = contradictions(rows)
-    always_failing = Found.of(failing)
-    listed = set(always_failing.case_ids)
     return Health(
-        always_failing,
+        Found.of(failing),
         Found.of(flaky),
         Found.of(ids - recorded),
         Found.of(involved),
@@ -163,7 +160,6 @@ def compute(agent_pk: int, agent_id: str, project_id: str) -> Health:
         histogram,
         agent_id,
         project_id,
-        {row[0]: row[1] for row in rows if row[0] in listed},
     )
 
 
