@@ -53,6 +53,7 @@ from .schemas.corrections import (
 )
 from .schemas.counts import test_set_json
 from .schemas.identity import NewTokenBody, TokenOut
+from .schemas.records import health_json, record_json
 from .schemas.runs import RecordRunBody, RunOut, RunsQuery
 from .schemas.test_runs import (
     CompareQuery,
@@ -184,6 +185,17 @@ def get_case(agent_id: str, case_id: str):
     out = case_json(view.case)
     out["snapshot"] = dump(SnapshotOut, view.snapshot)
     return _one_case(view.case, out)
+
+
+@bp.get("/agents/<agent_id>/test-set/health")
+def get_test_set_health(agent_id: str):
+    health = service.test_set_health(g.caller, agent_id, query(TestSetQuery)["projectId"])
+    return jsonify(health_json(health, health.test_set_id))
+
+
+@bp.get("/agents/<agent_id>/test-set/cases/<case_id>/record")
+def get_case_record(agent_id: str, case_id: str):
+    return jsonify(record_json(*service.get_record(g.caller, agent_id, case_id)))
 
 
 @bp.post("/agents/<agent_id>/test-set/cases/<case_id>/retire")

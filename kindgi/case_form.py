@@ -18,6 +18,16 @@ from .schemas.common import TooDeep, parse_json
 
 MAX_LISTS = 20  # lists of a run's output offered at most
 MAX_ELEMENTS = 100  # elements of a list taken at most: a case holds 100 items
+# A "should call" row's fields: its tool and args, and one argument's matcher (docs/grading.md
+# §3): the argument, its values one a line, a tolerance, what text ignores, and whether it may
+# be left out (the check boxes are "on" when ticked)
+CALL_FIELDS = ("tool", "args", "arg", "anyOf", "tolerance", "ignoreCase", "ignoreSpace",
+               "ignorePunctuation", "optional")  # fmt: skip
+IGNORE_BOXES = (
+    ("case", "ignoreCase"),
+    ("space", "ignoreSpace"),
+    ("punctuation", "ignorePunctuation"),
+)
 
 
 @dataclass(frozen=True)
@@ -171,9 +181,9 @@ def shown_fields(form: Mapping[str, str]) -> dict[str, Any]:
     """The add-case form's fields as typed, trimmed, empty rows left out: what to show again."""
     shown: dict[str, Any] = {
         k: form.get(k, "").strip()
-        for k in ("runId", "decisions", "answer", "shouldSay", "why", "mustNotCall")
+        for k in ("runId", "decisions", "answer", "shouldSay", "why", "mustNotCall", "exactly")
     }
-    shown["shouldCall"] = _rows(form, "shouldCall", ("tool", "args"))
+    shown["shouldCall"] = _rows(form, "shouldCall", CALL_FIELDS)
     shown["items"] = _rows(form, "items", ("key", "pointer", "rank", "verdict"))
     return shown
 
@@ -189,11 +199,13 @@ def case_body(shown: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list[str
     errors: dict[str, list[str]] = {}
     if shown["mustNotCall"]:
         body["mustNotCall"] = [t.strip() for t in shown["mustNotCall"].splitlines() if t.strip()]
+    if shown.get("exactly"):
+        body["exactly"] = True
     if shown["shouldCall"]:
         body["shouldCall"] = []
         for i, row in enumerate(shown["shouldCall"]):
             call: dict[str, Any] = {"tool": row["tool"]}
-            if row["args"]:
+            if row.get("args"):
                 try:
                     call["args"] = parse_json(row["args"])
                 except TooDeep as err:
@@ -202,6 +214,11 @@ def case_body(shown: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list[str
                     errors[f"shouldCall.{i}.args"] = [
                         'Not valid JSON: write an object, e.g. {"q": "lease"}.'
                     ]
+            if row.get("arg"):
+                try:
+                    call["match"] = {row["arg"]: _matcher(row)}
+                except ValueError as err:
+                    errors[f"shouldCall.{i}.match"] = [str(err)]
             body["shouldCall"].append(call)
     judged = _judged(shown)
     if judged:
@@ -218,6 +235,40 @@ def case_body(shown: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list[str
     return body, errors
 
 
+def _value(line: str) -> Any:
+    """A line of "any of" as a value: JSON when it is (3, true, "3"), else the text itself."""
+    try:
+        return parse_json(line)
+    except ValueError:
+        return line
+
+
+def _matcher(row: dict[str, str]) -> dict[str, Any]:
+    """A row's matcher: with a tolerance, a number within it; with something ignored, text
+    equal to one of the lines; else any of the lines' values. ValueError says what is wrong."""
+    lines = [line.strip() for line in row.get("anyOf", "").splitlines() if line.strip()]
+    ignore = [name for name, box in IGNORE_BOXES if row.get(box)]
+    if row.get("tolerance"):
+        values = [_value(line) for line in lines]
+        tolerance = _value(row["tolerance"])
+        if (
+            len(values) != 1
+            or isinstance(values[0], bool)
+            or not isinstance(values[0], int | float)
+        ):
+            raise ValueError("With a tolerance, give one number on the first line.")
+        if isinstance(tolerance, bool) or not isinstance(tolerance, int | float):
+            raise ValueError("The tolerance is a number, such as 0.5.")
+        matcher: dict[str, Any] = {"number": values[0], "tolerance": tolerance}
+    elif ignore:
+        matcher = {"text": lines, "ignore": ignore}
+    else:
+        matcher = {"anyOf": [_value(line) for line in lines]}
+    if row.get("optional"):
+        matcher["optional"] = True
+    return matcher
+
+
 def _judged(shown: dict[str, Any]) -> list[int]:
     """The indexes of the item rows given a verdict: the body's items, in order."""
     return [i for i, row in enumerate(shown["items"]) if row["verdict"]]
@@ -225,13 +276,16 @@ def _judged(shown: dict[str, Any]) -> list[int]:
 
 def row_errors(errors: dict[str, list[str]], shown: dict[str, Any]) -> dict[str, list[str]]:
     """Errors on the body named by the form's rows: `items.N.…` is the N-th item of the body,
-    which is a later row when rows before it were not judged."""
+    which is a later row when rows before it were not judged; `shouldCall.N.match.ARG` is the
+    row's matcher, `shouldCall.N.match`."""
     judged = _judged(shown)
-    named = {}
+    named: dict[str, list[str]] = {}
     for name, messages in errors.items():
         parts = name.split(".")
         if parts[0] == "items" and len(parts) > 1 and parts[1].isdigit():
             index = int(parts[1])
             parts[1] = str(judged[index] if index < len(judged) else index)
-        named[".".join(parts)] = messages
+        if parts[0] == "shouldCall" and parts[2:3] == ["match"]:  # the row's one matcher
+            parts = parts[:3]
+        named.setdefault(".".join(parts), []).extend(messages)
     return named

@@ -1,5 +1,5 @@
-"""The operator's commands: `flask --app app kindgi load FILE.json`, `demo`, `export`, `worker`,
-`prune`, `check`."""
+"""The operator's commands: `flask --app app kindgi load FILE.json`, `demo`, `export`, `import`,
+`worker`, `prune`, `check`."""
 
 from __future__ import annotations
 
@@ -157,6 +157,30 @@ def export_command(
     for piece in reports.jsonl(rows) if form == "jsonl" else reports.csv_rows(rows):
         out.write(piece if isinstance(piece, bytes) else piece.encode())
     out.flush()
+
+
+@group.command("import")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--agent", "agent_id", required=True, help="The agent whose test set gets the cases.")
+@click.option("--project", "project_id", required=True, help="The project they go in.")
+@click.option("--tenant", help="The agent's tenant, when several have an agent of that id.")
+def import_command(path: Path, agent_id: str, project_id: str, tenant: str | None) -> None:
+    """Add an export's cases (JSON lines) to a test set, each on a finished run of its own
+    made from the exported input, output and calls: all of them, or nothing and the bad line
+    named."""
+    set_writing(True)
+    try:
+        with path.open(encoding="utf-8") as lines:
+            caller = service.operator(agent_id, tenant)
+            cases = service.import_cases(caller, agent_id, project_id.lower(), lines)
+        commit()
+    except DomainError as err:
+        db.session.rollback()
+        said = f" {json.dumps(err.details)}" if err.details else ""
+        raise click.ClickException(
+            f"nothing was imported: {err.code}: {err.message}{said}"
+        ) from None
+    click.echo(f"imported {len(cases)} cases from {path} into {agent_id} / {project_id.lower()}")
 
 
 @group.command("worker")

@@ -41,6 +41,8 @@ from urllib.parse import quote
 
 import httpx
 
+from . import exchange
+
 RETRIED_STATUSES = {429, 503}
 RETRIED_CODES = {"idempotency-key-in-flight"}
 # A request that never got an answer; never a URL httpx can't send, which would fail again
@@ -135,6 +137,7 @@ class TestRunOptions(TypedDict, total=False):
     label: str  # a branch, a pull request
     metadata: dict[str, Any]  # a commit, a CI URL… (at most 4000 characters of JSON)
     items_threshold: float  # 0..1, 0.8 unless told
+    sample: dict[str, int]  # a quick run: {"size": 100, "seed"?: 7} (docs/design.md §9.9)
     tags: list[str]  # grade only the cases with any of these tags
 
 
@@ -326,6 +329,17 @@ class Client:
         """One case, with `snapshot: {input, output, calls, takenAt}` of its run."""
         return self._json("GET", self._agent(agent, "test-set", "cases", case_id))
 
+    def case_record(self, agent: str, case_id: str) -> dict[str, Any]:
+        """A case's record over its set's last 50 done full runs: `{caseId, runs, outcomes,
+        failedBy, flaky, separation, lastFailed?}` (docs/design.md §9.10)."""
+        return self._json("GET", self._agent(agent, "test-set", "cases", case_id, "record"))
+
+    def health(self, agent: str, project_id: str) -> dict[str, Any]:
+        """The test set's health: `{alwaysFailing, flaky, neverRun, contradicting, histogram}`
+        (docs/design.md §9.11)."""
+        params = {"projectId": project_id}
+        return self._json("GET", self._agent(agent, "test-set", "health"), params=params)
+
     def add_case(self, agent: str, body: dict[str, Any]) -> dict[str, Any]:
         """Add a case by hand from a finished run: `body` is `{runId, decisions?, shouldCall?,
         mustNotCall?, answer?, shouldSay?, why?, items?}` (docs/reference/add-case.md); the
@@ -382,6 +396,21 @@ class Client:
         params = _query(project_id=project_id, format=form, **_checked(options, ExportOptions))
         path = self._agent(agent, "test-set", "export")
         return self._send("GET", path, params=params, stream=True)
+
+    def import_cases(
+        self, agent: str, project_id: str, lines: Iterable[str | bytes | dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Add an export's cases (its JSON lines, or the objects `export` yields) to the set
+        in `project_id`: for each, a finished run of the exported input, output and calls,
+        then a hand case on it with the same expectation; the cases added, in order. Line by
+        line, not all or nothing: an `ApiError` leaves the earlier lines added (`flask kindgi
+        import` on the server is all or nothing)."""
+        added = []
+        for line in exchange.read_lines(lines):
+            found = exchange.imported(line, project_id)
+            run = self.record_run(agent, found.run)
+            added.append(self.add_case(agent, {**found.case, "runId": run["id"]}))
+        return added
 
     def versions(self, agent: str, project_id: str, *, page_size: int | None = None) -> Rows:
         """The test set's frozen versions, newest first: `{version, testSetId, frozenAt,

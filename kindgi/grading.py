@@ -1,8 +1,9 @@
 """Grading one candidate result against a case's expectation, and the statistics of a test run.
 
-Pure functions over plain JSON values (docs/design.md §9.3 and §9.5): no Flask, no database,
-standard library only, so every rule is tested on its own and the service only stores what they
-return. The answer part is the judge's (§9.4); here it only gets its starting outcome.
+Pure functions over plain JSON values (docs/design.md §9.3 and §9.5): no Flask, no database
+(an argument's matchers are `kindgi.matchers`), so every rule is tested on its own and the
+service only stores what they return. The answer part is the judge's (§9.4); here it only gets
+its starting outcome.
 
 Choices the design leaves open, made here:
 
@@ -27,9 +28,12 @@ import json
 import math
 import re
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from . import matchers
+from .matchers import json_equal
 
 PARTS = ("decisions", "answer", "items")  # an expectation's parts, in the order graded
 PART_OUTCOMES = ("pass", "fail", "error", "pending", "ungraded")
@@ -55,20 +59,6 @@ _ARRAY_INDEX = re.compile(r"0|[1-9][0-9]*")
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
-def json_equal(a: Any, b: Any) -> bool:
-    """Equal as JSON values: numbers by value (1 == 1.0), booleans apart from numbers (true != 1),
-    objects and arrays deeply by the same rule. Python's `==` alone would say True == 1."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return a == b
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(json_equal(a[key], b[key]) for key in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(map(json_equal, a, b))
-    return type(a) is type(b) and a == b
-
-
 # --- decisions -----------------------------------------------------------------------------
 
 
@@ -78,16 +68,60 @@ def _args(call: dict[str, Any]) -> dict[str, Any]:
     return args if isinstance(args, dict) else {}
 
 
-def _differs(wanted: dict[str, Any], args: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The listed fields a call's arguments get wrong, with what was expected and what came;
-    a field the call lacks has no `got` (absent differs from every value, null included)."""
-    differs: dict[str, dict[str, Any]] = {}
-    for field, expected in wanted.items():
+def _differences(
+    entry: dict[str, Any], args: dict[str, Any], exactly: bool
+) -> Iterator[tuple[str, Callable[[], dict[str, Any]]]]:
+    """Each field a call's arguments get wrong for an entry, as it is found, with how to say
+    why: a listed `args` field not equal, a `match` field its matcher refuses, and with
+    `exactly` an argument the entry names nowhere. Lazy, so that telling whether a call fits
+    stops at the first and says nothing."""
+    for field, expected in (entry.get("args") or {}).items():
         if field not in args:
-            differs[field] = {"expected": expected}
+            yield field, lambda expected=expected: {"expected": expected}
         elif not json_equal(args[field], expected):
-            differs[field] = {"expected": expected, "got": args[field]}
-    return differs
+            yield (
+                field,
+                lambda field=field, expected=expected: {
+                    "expected": expected,
+                    "got": args[field],
+                },
+            )
+    for field, matcher in (entry.get("match") or {}).items():
+        if not matchers.fits(matcher, args, field):
+            yield field, lambda field=field, matcher=matcher: _failed_match(field, matcher, args)
+    if exactly:
+        for field in matchers.unnamed(entry, args):
+            yield (
+                field,
+                lambda field=field: {
+                    "got": args[field],
+                    "why": f"`{field}`: not named by the entry",
+                },
+            )
+
+
+def _failed_match(field: str, matcher: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    said = {"match": matcher, "why": matchers.why_not(field, matcher, args)}
+    if field in args:
+        said["got"] = args[field]
+    return said
+
+
+def _differs(
+    entry: dict[str, Any], args: dict[str, Any], exactly: bool = False
+) -> dict[str, dict[str, Any]]:
+    """The fields a call's arguments get wrong for an entry: each listed `args` field with what
+    was expected and what came (a field the call lacks has no `got`: absent differs from every
+    value, null included); each `match` field it fails with the matcher and `why` in words;
+    with `exactly`, each argument the entry names nowhere."""
+    return {field: say() for field, say in _differences(entry, args, exactly)}
+
+
+def _fits(entry: dict[str, Any], call: dict[str, Any], exactly: bool) -> bool:
+    """Whether a call meets an entry: its tool, and no field it gets wrong."""
+    if call.get("tool") != entry["tool"]:
+        return False
+    return next(_differences(entry, _args(call), exactly), None) is None
 
 
 def _maximum_matching(adjacent: list[list[int]]) -> dict[int, int]:
@@ -120,7 +154,7 @@ def _maximum_matching(adjacent: list[list[int]]) -> dict[int, int]:
 
 
 def _nearest(
-    entry: dict[str, Any], calls: list[dict[str, Any]], used: set[int]
+    entry: dict[str, Any], calls: list[dict[str, Any]], used: set[int], exactly: bool
 ) -> dict[str, Any] | None:
     """The call of the entry's tool with the fewest differing listed fields (lowest index on a
     tie), unused calls first; None when the candidate never called that tool."""
@@ -128,8 +162,7 @@ def _nearest(
     pool = [i for i in same_tool if i not in used] or same_tool
     if not pool:
         return None
-    wanted = entry.get("args") or {}
-    differs = {i: _differs(wanted, _args(calls[i])) for i in pool}
+    differs = {i: _differs(entry, _args(calls[i]), exactly) for i in pool}
     best = min(pool, key=lambda i: (len(differs[i]), i))
     return {"call": best, "differs": differs[best]}
 
@@ -150,37 +183,46 @@ def _decisions_right(
     }
 
 
+def _missing(
+    entry: dict[str, Any], calls: list[dict[str, Any]], used: set[int], exactly: bool
+) -> dict[str, Any]:
+    """An unmatched entry as the explanation lists it: its `match` only when it has one."""
+    missing = {"tool": entry["tool"], "args": entry.get("args") or {}}
+    if "match" in entry:
+        missing["match"] = entry["match"]
+    missing["nearest"] = _nearest(entry, calls, used, exactly)
+    return missing
+
+
 def _decisions_wrong(expect: dict[str, Any], calls: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each shouldCall entry met by a call of its own, and no mustNotCall tool called."""
+    """Each shouldCall entry met by a call of its own, and no mustNotCall tool called; with
+    `exactly`, no call left over and no argument an entry does not name."""
     should_call: list[dict[str, Any]] = list(expect.get("shouldCall") or [])
     must_not_call: list[str] = list(expect.get("mustNotCall") or [])
+    exactly = bool(expect.get("exactly"))
     adjacent = [
-        [
-            i
-            for i, call in enumerate(calls)
-            if call.get("tool") == entry["tool"]
-            and not _differs(entry.get("args") or {}, _args(call))
-        ]
-        for entry in should_call
+        [i for i, call in enumerate(calls) if _fits(entry, call, exactly)] for entry in should_call
     ]
     owner = _maximum_matching(adjacent)
     matched, used = set(owner.values()), set(owner)
     missing = [
-        {
-            "tool": entry["tool"],
-            "args": entry.get("args") or {},
-            "nearest": _nearest(entry, calls, used),
-        }
+        _missing(entry, calls, used, exactly)
         for index, entry in enumerate(should_call)
         if index not in matched
     ]
     banned = set(must_not_call)
     forbidden = sorted({call["tool"] for call in calls if call.get("tool") in banned})
+    extra = []
+    if exactly:
+        extra = [{"call": i, "tool": c.get("tool")} for i, c in enumerate(calls) if i not in used]
+    expected: dict[str, Any] = {"shouldCall": should_call, "mustNotCall": must_not_call}
+    if exactly:
+        expected["exactly"] = True
     return {
-        "outcome": "fail" if missing or forbidden else "pass",
-        "expected": {"shouldCall": should_call, "mustNotCall": must_not_call},
+        "outcome": "fail" if missing or forbidden or extra else "pass",
+        "expected": expected,
         "missing": missing,
-        "extra": [],
+        "extra": extra,
         "forbidden": forbidden,
     }
 
@@ -496,6 +538,18 @@ def compare_change(outcome: str | None, baseline_outcome: str | None) -> str:
     }[baseline_outcome, outcome]
 
 
+def _whys(found: dict[str, Any]) -> list[str]:
+    """A decisions part's failed matchers and unnamed arguments in words, as `differs` says
+    them (none for an entry without matchers or `exactly`)."""
+    said = []
+    for entry in found.get("missing") or []:
+        nearest = entry.get("nearest") if isinstance(entry, dict) else None
+        for diff in ((nearest or {}).get("differs") or {}).values():
+            if "why" in diff:
+                said.append(diff["why"])
+    return said
+
+
 def explain(parts: dict[str, Any] | None) -> str:
     """Why a case did not pass, part by part, in one line."""
     said = []
@@ -508,6 +562,7 @@ def explain(parts: dict[str, Any] | None) -> str:
         for name in ("missing", "extra", "forbidden", "unjudged"):
             if found.get(name):
                 words.append(f"{name} {json.dumps(found[name], ensure_ascii=False)}")
+        words += _whys(found)
         if found.get("score") is not None:
             words.append(f"score {found['score']:.3f} of ideal {found['ideal']:.3f}")
         said.append(": ".join(words[:1]) + (" — " + "; ".join(words[1:]) if words[1:] else ""))

@@ -21,6 +21,7 @@ from sqlalchemy import (
     Index,
     Integer,
     LargeBinary,
+    SmallInteger,
     String,
     Text,
     UniqueConstraint,
@@ -444,6 +445,9 @@ class TestRun(db.Model):
     created_by_id: Mapped[str] = mapped_column(String(64))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime)
     tallies: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # A quick run's sample (`service.quick_runs`): {size, seed, population, strata: [[name,
+    # population, drawn, prior], …]}; None for a full run
+    sample: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
 
     __table_args__ = (Index("ix_test_runs_list", "agent_pk", "project_id", "created_at", "id"),)
 
@@ -463,9 +467,32 @@ class RunCase(db.Model):
     parts: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # each part's explanation
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # as the candidate sent it
     result_digest: Mapped[str | None] = mapped_column(String(64))  # of its canonical JSON
+    stratum: Mapped[int | None] = mapped_column(SmallInteger)  # a quick run's: its sample's stratum
 
     # a case's history: its results newest run first (`service.run_pages.case_history`)
     __table_args__ = (Index("ix_test_run_cases_case", "case_id", "run_pk"),)
+
+
+class CaseRecord(db.Model):
+    """A case's record over its set's last 50 done full runs (`service.records`), rewritten for
+    the cases of each run that ends and of the run it pushes out of the window, so reading it
+    is one row."""
+
+    __tablename__ = "case_records"
+    case_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    agent_pk: Mapped[int] = mapped_column(Integer)
+    project_id: Mapped[str] = mapped_column(String(36))
+    runs: Mapped[int] = mapped_column(Integer)  # the window's runs that graded it
+    passed: Mapped[int] = mapped_column(Integer)
+    failed: Mapped[int] = mapped_column(Integer)
+    errored: Mapped[int] = mapped_column(Integer)
+    failed_by: Mapped[list[str]] = mapped_column(JSON)  # candidates that failed or erred it
+    flaky: Mapped[bool] = mapped_column(Boolean)
+    separation: Mapped[float | None] = mapped_column(Float)
+    last_failed: Mapped[datetime | None] = mapped_column(DateTime)
+    streak: Mapped[int] = mapped_column(Integer)  # its newest runs in a row that did not pass
+
+    __table_args__ = (Index("ix_case_records_set", "agent_pk", "project_id"),)
 
 
 # ---------------------------------------------------------------- the judge

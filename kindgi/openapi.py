@@ -35,6 +35,7 @@ from .schemas.corrections import (
 )
 from .schemas.counts import TestSetOut
 from .schemas.identity import NewTokenBody, NewTokenOut, TokenPage
+from .schemas.records import CaseRecordOut, HealthOut
 from .schemas.runs import RecordRunBody, RunOut, RunPage, RunsQuery
 from .schemas.test_runs import (
     ComparePage,
@@ -182,6 +183,26 @@ OPERATIONS: dict[str, Operation] = {
         None,
         200,
         CaseDetailOut,
+        (),
+    ),
+    "api.get_test_set_health": Operation(
+        "agentsTestSetHealth",
+        "The test set's health: its always-failing, flaky, never-run and contradicting active "
+        "cases, and a histogram of their pass rates (computed once per state of the set).",
+        TestSetQuery,
+        None,
+        200,
+        HealthOut,
+        (),
+    ),
+    "api.get_case_record": Operation(
+        "agentsTestSetGetCaseRecord",
+        "A case's record over its test set's last 50 done full runs: its outcomes, the "
+        "candidates that failed it, whether it is flaky, how well it separates candidates.",
+        None,
+        None,
+        200,
+        CaseRecordOut,
         (),
     ),
     "api.retire_case": Operation(
@@ -340,7 +361,8 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "api.start_test_run": Operation(
         "agentsTestRunsStart",
-        "Freeze the test set (or reuse its unchanged version) and open a test run.",
+        "Freeze the test set (or reuse its unchanged version) and open a test run: of all its "
+        "cases, or a quick run of a sample of them (`sample`), which estimates the full pass rate.",
         None,
         StartTestRunBody,
         201,
@@ -423,7 +445,8 @@ OPERATIONS: dict[str, Operation] = {
     "api.compare": Operation(
         "agentsTestRunsCompare",
         "This run against another of the same test set, paired by case id, with the exact "
-        "McNemar p-value of regressed against fixed.",
+        "McNemar p-value of regressed against fixed (only the cases both had when one is a "
+        "quick run).",
         CompareQuery,
         None,
         200,

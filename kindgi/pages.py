@@ -27,7 +27,7 @@ from flask_login import current_user, login_required, login_user, logout_user
 from flask_wtf.csrf import generate_csrf
 from jsonpointer import JsonPointerException, resolve_pointer
 
-from . import case_form, http, reports, service, views
+from . import case_form, http, matchers, reports, service, views
 from .errors import BadInput, DomainError, TooManyAttempts, bad_input
 from .schemas.cases import (
     BulkRestoreBody,
@@ -58,6 +58,7 @@ def register_filters(app: Flask) -> None:
     app.add_template_filter(lambda week, weekly: weekly.get(week, 0), "weekly_count")
     app.add_template_filter(_pointed_at, "pointer")
     app.add_template_filter(_as_json, "as_json")
+    app.add_template_filter(matchers.expected_text, "matcher_text")
     app.add_template_filter(views.when, "when")
     app.add_template_filter(views.actor, "actor")
     app.add_template_filter(views.case_rows, "case_rows")
@@ -311,7 +312,8 @@ def _bulk_refusal(err: DomainError) -> str:
 @login_required
 def case(agent_id: str, case_id: str):
     view = service.get_case(current_user, agent_id, case_id, history=True)
-    return render_template("case.html", view=view, errors={}, reason="")
+    record = service.record_of(case_id)
+    return render_template("case.html", view=view, record=record, errors={}, reason="")
 
 
 @bp.post("/agents/<agent_id>/test-set/cases/<case_id>/retire")
@@ -323,7 +325,10 @@ def retire(agent_id: str, case_id: str):
     except DomainError as err:
         view = service.get_case(current_user, agent_id, case_id, history=True)
         errors = (err.details or {}).get("fields", {})
-        return render_template("case.html", view=view, errors=errors, reason=reason), 400
+        record = service.record_of(case_id)
+        return render_template(
+            "case.html", view=view, record=record, errors=errors, reason=reason
+        ), 400
     service.retire_case(current_user, agent_id, case_id, body["reason"])
     flash("The case is retired: no test run checks it until it is restored.")
     return redirect(url_for("pages.case", agent_id=agent_id, case_id=case_id), 303)
@@ -343,7 +348,7 @@ def revise(agent_id: str, case_id: str):
     """The revise form: the case's expectation as a hand case's body (JSON), prefilled, and a
     note; "Show the change" shows the difference, "Save the revision" saves it, naming the
     revision the form was read at (a case revised since is refused, never overwritten)."""
-    view = service.get_case(current_user, agent_id, case_id)
+    view = service.revisable_case(current_user, agent_id, case_id)
     now = json.dumps(service.body_of(view.case.expect), indent=2, ensure_ascii=False)
     form = request.form
     start = now

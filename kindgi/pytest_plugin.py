@@ -32,8 +32,17 @@ PLUGIN = "kindgi-session"
 POLL_SECONDS = 0.5  # between two reads of a result the judge still owes
 # The options `kindgi test-run` reads as they are given
 AS_GIVEN = (
-    "weighting", "baseline", "label", "tag", "resume", "max_regressions", "min_pass_rate", "wait",
-)  # fmt: skip
+    "weighting",
+    "baseline",
+    "label",
+    "tag",
+    "resume",
+    "max_regressions",
+    "min_pass_rate",
+    "wait",
+    "sample",
+    "seed",
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -51,6 +60,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kindgi-max-regressions", type=int, help="fail when more cases regressed")
     group.addoption("--kindgi-min-pass-rate", type=float, help="fail below this rate (0..1)")
     group.addoption("--kindgi-wait", type=float, default=1800, help="seconds to wait for the judge")
+    group.addoption("--kindgi-sample", type=int, help="a quick run: grade N cases, estimate all")
+    group.addoption("--kindgi-seed", type=int, help="with --kindgi-sample: the same cases again")
 
 
 def _args(config: pytest.Config) -> argparse.Namespace | None:

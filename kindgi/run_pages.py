@@ -15,7 +15,7 @@ from flask import Blueprint, Flask, render_template, request
 from flask_login import current_user, login_required
 
 from . import grading, service, views
-from .schemas.common import load
+from .schemas.common import TestSetQuery, load
 from .schemas.test_runs import ComparePageQuery, ResultsQuery, TestSetRunsQuery, test_run_json
 
 bp = Blueprint("runs", __name__)
@@ -106,6 +106,16 @@ def test_set_runs(agent_id: str):
         more_versions=found.versions.next_cursor
         and _url_with(versionsCursor=found.versions.next_cursor),
     )
+
+
+@bp.get("/agents/<agent_id>/test-set/health")
+@login_required
+def test_set_health(agent_id: str):
+    """The set's health: its always-failing (with Revise and Retire), flaky, never-run and
+    contradicting cases, and an SVG histogram of pass rates with its values as a table."""
+    project_id = _args(TestSetQuery)["projectId"]
+    health = service.test_set_health(current_user, agent_id, project_id)
+    return render_template("test_set_health.html", health=health)
 
 
 @bp.get("/agents/<agent_id>/test-runs/<run_id>")

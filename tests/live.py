@@ -136,11 +136,12 @@ PASSED_HEADERS = ("Content-Type", "Retry-After", "Location", "X-Request-Id", "Id
 class Front:
     """A real HTTP server in front of `target` (a base URL): each request it gets takes the next
     of `faults`, and once they are spent it passes requests through. `seen` has every request's
-    method, path and Idempotency-Key, in order."""
+    method, path and Idempotency-Key, in order, and `bodies` each one's body."""
 
     def __init__(self, target: str, faults: list[Fault]) -> None:
         self.target, self.faults = target, list(faults)
         self.seen: list[tuple[str, str, str | None]] = []
+        self.bodies: list[bytes] = []
         self.lock = threading.Lock()
         front = self
 
@@ -149,6 +150,7 @@ class Front:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with front.lock:
                     front.seen.append((self.command, self.path, self.headers["Idempotency-Key"]))
+                    front.bodies.append(body)
                     when, status, code = front.faults.pop(0) if front.faults else ("", 0, "")
                 if when == "drop":
                     self.close_connection = True

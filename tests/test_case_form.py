@@ -119,6 +119,42 @@ def test_rows_not_judged_are_left_out_and_errors_name_the_rows_they_came_from():
     }
 
 
+@pytest.mark.parametrize(
+    ("row", "matcher"),
+    [
+        ({"anyOf": "NY\nNew York"}, {"anyOf": ["NY", "New York"]}),
+        ({"anyOf": '3\ntrue\n"3"'}, {"anyOf": [3, True, "3"]}),
+        ({"anyOf": "Acoustic", "ignoreCase": "on", "ignorePunctuation": "on"},
+         {"text": ["Acoustic"], "ignore": ["case", "punctuation"]}),
+        ({"anyOf": "20", "tolerance": "0.5", "optional": "on"},
+         {"number": 20, "tolerance": 0.5, "optional": True}),
+    ],
+)  # fmt: skip
+def test_a_rows_matcher_fields_make_its_match(row, matcher):
+    shown = blank(shouldCall=[{"tool": "weather", "args": "", "arg": "city", **row}], exactly="on")
+    body, errors = case_form.case_body(shown)
+    assert errors == {}
+    assert body["shouldCall"] == [{"tool": "weather", "match": {"city": matcher}}]
+    assert body["exactly"] is True
+
+
+@pytest.mark.parametrize(
+    "row",
+    [{"anyOf": "x", "tolerance": "0.5"}, {"anyOf": "1\n2", "tolerance": "1"},
+     {"anyOf": "1", "tolerance": "a lot"}],
+)  # fmt: skip
+def test_a_tolerance_without_one_number_is_an_error_on_the_rows_matcher(row):
+    shown = blank(shouldCall=[{"tool": "t", "args": "", "arg": "n", **row}])
+    assert set(case_form.case_body(shown)[1]) == {"shouldCall.0.match"}
+
+
+def test_the_schemas_errors_on_a_matcher_name_the_rows_matcher():
+    schema = {"shouldCall.1.match.city": ["anyOf: a non-empty list of values."]}
+    assert case_form.row_errors(schema, blank()) == {
+        "shouldCall.1.match": ["anyOf: a non-empty list of values."]
+    }
+
+
 # ---------------------------------------------------------------- over HTTP
 
 
@@ -162,6 +198,39 @@ def test_bad_input_gets_its_error_next_to_its_row_and_changes_nothing(publisher,
     page = resp.get_data(as_text=True)
     assert 'id="err-items-1-pointer"' in page and 'id="err-items-0-pointer"' not in page
     assert 'aria-describedby="err-items-1-pointer"' in page
+
+
+def test_a_case_with_a_matcher_and_no_other_calls_is_added_from_the_form(publisher, api):
+    fields = {
+        "runId": "run-1", "decisions": "wrong", "shouldCall-0-tool": "weather",
+        "shouldCall-0-arg": "city", "shouldCall-0-anyOf": "NY\nNew York",
+        "shouldCall-0-optional": "on", "exactly": "on",
+    }  # fmt: skip
+    resp = post_form(publisher, fields)
+    assert resp.status_code == 303, resp.get_data(as_text=True)[:500]
+    case_id = resp.headers["Location"].rsplit("/", 1)[1]
+    case = api.get(f"/v1/agents/{AGENT}/test-set/cases/{case_id}").get_json()
+    assert case["expect"]["decisions"] == {
+        "verdict": "wrong",
+        "shouldCall": [
+            {"tool": "weather", "args": {},
+             "match": {"city": {"anyOf": ["NY", "New York"], "optional": True}}}
+        ],
+        "exactly": True,
+    }  # fmt: skip
+
+
+def test_a_bad_matcher_gets_its_error_next_to_its_row_and_changes_nothing(publisher, unchanged):
+    fields = {
+        "runId": "run-1", "decisions": "wrong", "shouldCall-0-tool": "ok",
+        "shouldCall-1-tool": "weather", "shouldCall-1-arg": "city",
+    }  # fmt: skip
+    with unchanged():
+        resp = post_form(publisher, fields)
+    assert resp.status_code == 400
+    page = resp.get_data(as_text=True)
+    assert 'id="err-shouldCall-1-match"' in page and "anyOf: a non-empty list" in page
+    assert 'aria-describedby="err-shouldCall-1-match"' in page
 
 
 # ---------------------------------------------------------------- in the browser
@@ -239,6 +308,47 @@ def test_an_expert_makes_a_case_from_a_run_by_taking_its_calls_and_ranking_its_l
             {"key": "7", "pointer": "/matches/1", "rank": 1, "verdict": "wrong"},
         ],
     }
+
+
+@needs_chromium
+def test_an_expert_says_what_a_right_argument_is_and_that_nothing_else_is(page, server):
+    run = api(
+        server,
+        "POST",
+        f"/agents/{AGENT}/runs",
+        json={"projectId": P1, "version": "1.2.0", "status": "finished", "input": {"q": "leases"},
+              "output": OUTPUT, "calls": CALLS},
+    )  # fmt: skip
+    sign_in(page, server, "publisher@acme.test", "publisher-pass-1")
+    page.goto(server + NEW_CASE)
+    page.get_by_label("Find a run by id").fill(run["id"])
+    press(page, "Find")
+    page.locator(f"input[name=runId][value='{run['id']}']").check()
+    if not page.js:  # type: ignore[attr-defined]
+        press(page, "Show this run")
+    press(page, "Should call search, call 1")
+    page.locator("#shouldCall-0-args").fill('{"limit": 3}')
+    page.locator("#shouldCall-0-arg").fill("q")
+    page.locator("#shouldCall-0-anyOf").fill("Lease\nleases")
+    page.locator("#shouldCall-0-ignoreCase").check()
+    page.locator("#shouldCall-0-ignorePunctuation").check()
+    page.get_by_label("No other calls").check()
+    page.get_by_role("button", name="Add the case").click()
+
+    expect(page.get_by_role("status")).to_contain_text("Case added")
+    expect(page.get_by_text("No other calls, and no argument these do not name.")).to_be_visible()
+    expect(page.locator("ul.matchers")).to_contain_text(
+        'q: text "Lease" or "leases" ignoring case, punctuation'
+    )
+    case = api(server, "GET", f"/agents/{AGENT}/test-set/cases/{page.url.rsplit('/', 1)[1]}")
+    assert case["expect"]["decisions"] == {
+        "verdict": "wrong",
+        "shouldCall": [
+            {"tool": "search", "args": {"limit": 3},
+             "match": {"q": {"text": ["Lease", "leases"], "ignore": ["case", "punctuation"]}}}
+        ],
+        "exactly": True,
+    }  # fmt: skip
 
 
 @needs_chromium

@@ -17,7 +17,8 @@ TR = f"/v1/agents/{AGENT}/test-runs"
 def busy_world(app, api):
     """The test world with what the checker reads beyond it: a hand case added with an
     Idempotency-Key (its answer kept), a correction made no case, a test run with a result
-    (and one awaiting), and case-2 revised after that run froze it, and tagged."""
+    (and one awaiting), a done one (its cases' records kept), and case-2 revised after both
+    froze it, and tagged."""
     added = api.post(
         CASES, {"runId": "run-2", "answer": "right"}, headers={"Idempotency-Key": "k-check"}
     )
@@ -31,6 +32,11 @@ def busy_world(app, api):
         {"results": [{"caseId": "case-2", "output": {"answer": "x"}, "calls": []}]},
     )
     assert sent.status_code == 200, sent.get_json()
+    done = api.post(TR, {"projectId": P1, "candidate": "2.0.1"})
+    results = [{"caseId": c, "output": {"answer": "x"}, "calls": []}
+               for c in ("case-2", added.get_json()["id"])]  # fmt: skip
+    sent = api.post(f"{TR}/{done.get_json()['id']}/results", {"results": results})
+    assert sent.get_json()["run"]["status"] == "done", sent.get_json()
     revised = api.post(
         f"{CASES}/case-2/revise",
         {"answer": "right", "note": "n"},
@@ -57,7 +63,7 @@ def test_a_clean_world_passes_every_rule(app, busy_world):
     assert result.exit_code == 0, result.output
     for rule in ("counts", "snapshots", "correction statuses", "search words", "case revisions",
                  "case tags", "idempotency answers", "test run tallies", "runs made cases",
-                 "run tools", "run words"):  # fmt: skip
+                 "run tools", "run words", "case records"):  # fmt: skip
         assert f"{rule}: ok" in result.output
 
 
@@ -154,6 +160,14 @@ BREACHES = {
     "a run's input changed without its words": (
         "UPDATE runs SET input = '{\"q\": \"something else\"}' WHERE id = 'run-2'",
         "run run-2: its words are not those of its input and output",
+    ),
+    "a case's record changed behind its runs": (
+        "UPDATE case_records SET passed = passed + 1 WHERE case_id = 'case-2'",
+        "case case-2: its record holds passed",
+    ),
+    "a case's record lost": (
+        "DELETE FROM case_records WHERE case_id = 'case-2'",
+        "case case-2: its record is missing",
     ),
     "a run's words not in the rule's form": (
         "UPDATE runs SET search_text = 'Lease clause!' WHERE id = 'run-1'",

@@ -107,6 +107,20 @@ def test_a_regression_fails_the_gate_and_names_the_case(server, tmp_path):
     assert ids["W"] in summary.read_text() and "p = 1" in out
 
 
+def test_a_quick_run_grades_its_sample_and_exits_3_when_its_estimate_cant_tell(server):
+    """Three of the four cases, with no history: a plain random sample whose interval is too
+    wide to say whether the pass rate is at least a half (docs/design.md §9.9)."""
+    base, _ = server
+    code, out, err = finished(kindgi(base, "--candidate", "2.0.0", "--sample", "3", "--seed",
+                                     "1", "--min-pass-rate", "0.5"))  # fmt: skip
+    assert code == 3, err
+    (run,) = runs(base)
+    assert run["cases"]["total"] == 3 and run["sample"] == {"size": 3, "seed": 1, "population": 4}
+    assert run["estimate"]["low"] < 0.5 <= run["estimate"]["high"]
+    assert "from a sample of 3 of 4 cases (seed 1)" in out
+    assert "gate can't tell: estimated pass rate" in out and "run the whole set" in out
+
+
 def test_a_crashing_agent_makes_its_cases_errors_with_its_reason(server):
     base, ids = server
     code, _, err = finished(kindgi(base, "--candidate", "2.0.0", "--jobs", "2",

@@ -107,6 +107,13 @@ def test_a_case_is_added_read_retired_and_restored_and_the_counts_follow(kg):
     assert active(kg) == before["cases"]["active"] + 1
 
 
+def test_a_cases_record_and_the_sets_health_are_read(kg):
+    made = hand_case(kg)
+    assert kg.case_record(AGENT, made["id"])["runs"] == 0
+    health = kg.health(AGENT, P1)
+    assert made["id"] in health["neverRun"]["caseIds"] and len(health["histogram"]) == 10
+
+
 def test_cases_are_retired_and_restored_together(kg):
     ids = sorted(hand_case(kg)["id"] for _ in range(3))
     before = kg.counts(AGENT, P1)["cases"]
@@ -156,6 +163,24 @@ def test_the_export_streams_every_case_as_json_lines_or_csv(kg):
     text = b"".join(kg.export_csv(AGENT, P1)).decode()
     rows = list(csv.DictReader(io.StringIO(text)))
     assert {r["id"] for r in rows} == listed
+
+
+def test_an_export_is_imported_into_another_set_with_the_same_expectations_and_snapshots(kg):
+    hand_case(
+        kg,
+        decisions="wrong",
+        shouldCall=[{"tool": "lookup", "match": {"q": {"text": "x", "ignore": ["case"]}}}],
+        exactly=True,
+    )
+    lines = list(kg.export(AGENT, P1))
+    added = kg.import_cases("acme.multi", P2, lines)
+    assert [c["expect"] for c in added] == [c["expect"] for c in lines]
+    for line, case in zip(lines, added, strict=True):
+        snapshot = kg.case("acme.multi", case["id"])["snapshot"]
+        assert [snapshot[k] for k in ("input", "output", "calls")] == [
+            line[k] for k in ("input", "output", "calls")
+        ]
+        assert case["projectId"] == P2 and case["runId"] != line["runId"]
 
 
 # ---------------------------------------------------------------- runs and corrections

@@ -2,7 +2,8 @@
 
 Opens a test run (or resumes one), runs COMMAND on every case still awaiting a result, `--jobs`
 at a time, sends the results in batches, waits for the judge, prints the summary and the
-regressions against the baseline, and exits 0 (gate met), 1 (gate failed) or 2 (could not run).
+regressions against the baseline, and exits 0 (gate met), 1 (gate failed), 2 (could not run) or
+3 (a quick run's estimate can't tell whether the pass rate meets the floor).
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from typing import Any
 import httpx
 
 from ..client import ApiError, Client, TestRunOptions
+from ..sampling import Estimate, verdict
 from .agents import ExecAgent, JsonlAgent, error
 from .summary import lines, markdown, why
 
 BATCH = 100  # results a request, well under the server's 500
-EXIT_MET, EXIT_FAILED, EXIT_CANNOT = 0, 1, 2
+EXIT_MET, EXIT_FAILED, EXIT_CANNOT, EXIT_UNSURE = 0, 1, 2, 3
 # A server restarting, or a database busy for a while, is ridden out: 20 retries, each wait at
 # most 10 s (under three minutes for a server that is down)
 RETRIES, MAX_WAIT = 20, 10.0
@@ -74,6 +76,8 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--summary", type=Path, help="write the summary as Markdown here")
     t.add_argument("--max-regressions", type=int, help="fail when more cases regressed")
     t.add_argument("--min-pass-rate", type=float, help="fail below this pass rate (0..1)")
+    t.add_argument("--sample", type=int, help="a quick run: grade N cases, estimate the rest")
+    t.add_argument("--seed", type=int, help="with --sample: draw the same cases again")
     t.add_argument("agent_command", nargs=argparse.REMAINDER, help="-- COMMAND …")
     return p
 
@@ -104,6 +108,10 @@ class Grader:
             raise CannotRun("--max-regressions needs --baseline: nothing to regress against")
         if args.only and not args.rerun:
             raise CannotRun("--only goes with --rerun")
+        if args.sample is not None and (args.sample < 1 or args.rerun):
+            raise CannotRun("--sample takes a positive number of cases, and not with --rerun")
+        if args.seed is not None and args.sample is None:
+            raise CannotRun("--seed goes with --sample")
         if not token:
             raise CannotRun("set KINDGI_TOKEN to an API token (kgi_…)")
         self.args, self.agent = args, args.agent
@@ -127,6 +135,9 @@ class Grader:
             options["weighting"] = self.args.weighting
         if self.args.label:
             options["label"] = self.args.label
+        if self.args.sample is not None:
+            seed = {} if self.args.seed is None else {"seed": self.args.seed}
+            options["sample"] = {"size": self.args.sample, **seed}
         if self.args.tag:
             options["tags"] = sorted(set(self.args.tag))
         if self.args.rerun:
@@ -188,14 +199,36 @@ class Grader:
         if limit is not None and compared is not None and compared["counts"]["regressed"] > limit:
             failed.append(f"{compared['counts']['regressed']} regressed (at most {limit})")
         floor = self.args.min_pass_rate
-        if floor is not None:
+        unsure = None
+        if floor is not None and "sample" in run:
+            unsure = self.quick_gate(run, floor, failed)
+        elif floor is not None:
             rate = (run.get("passRate") or {}).get("value")
             if rate is None or rate < floor:
                 shown = "none" if rate is None else f"{rate:.1%}"
                 failed.append(f"pass rate {shown} (at least {floor:.1%})")
         if failed:
             return "gate failed: " + "; ".join(failed), EXIT_FAILED
+        if unsure:
+            return f"gate can't tell: {unsure}; run the whole set", EXIT_UNSURE
         return "gate met", EXIT_MET
+
+    @staticmethod
+    def quick_gate(run: dict[str, Any], floor: float, failed: list[str]) -> str | None:
+        """A quick run's pass-rate gate, read from its estimate's interval: a failure is added
+        to `failed`; what it can't tell is returned."""
+        found = run.get("estimate")
+        if found is None:
+            failed.append(f"no estimated pass rate (at least {floor:.1%})")
+            return None
+        interval = Estimate(found["passRate"], found["low"], found["high"])
+        said = (
+            f"estimated pass rate {found['low']:.1%} to {found['high']:.1%} (at least {floor:.1%})"
+        )
+        decided = verdict(interval, floor)
+        if decided == "fails":
+            failed.append(said)
+        return said if decided == "can't tell" else None
 
 
 class TestRun(Grader):

@@ -15,6 +15,20 @@ def _rate(run: dict[str, Any]) -> str:
     return f"{rate['value']:.1%} (95 % interval {rate['low']:.1%} to {rate['high']:.1%})"
 
 
+def _estimate(run: dict[str, Any]) -> str | None:
+    """A quick run's estimate of the full pass rate, in words (None for a full run)."""
+    if "sample" not in run:
+        return None
+    sample, found = run["sample"], run.get("estimate")
+    drawn = f"a sample of {sample['size']} of {sample['population']} cases (seed {sample['seed']})"
+    if found is None:
+        return f"no estimated pass rate yet from {drawn}"
+    return (
+        f"estimated full pass rate {found['passRate']:.1%} "
+        f"(95 % interval {found['low']:.1%} to {found['high']:.1%}) from {drawn}"
+    )
+
+
 def _p_words(p: float) -> str:
     return "could be chance" if p >= 0.05 else "unlikely to be chance"
 
@@ -29,6 +43,9 @@ def lines(run: dict[str, Any], compared: dict[str, Any] | None, verdict: str) ->
         f"{cases['error']} error, {cases['ungraded']} ungraded, {cases['pending']} pending",
         f"pass rate: {_rate(run)}",
     ]
+    estimated = _estimate(run)
+    if estimated:
+        out.append(estimated)
     if compared is not None:
         counts, p = compared["counts"], compared["pValue"]
         out.append(
@@ -59,6 +76,9 @@ def markdown(run: dict[str, Any], compared: dict[str, Any] | None, verdict: str)
         f"| {cases['pass']} | {cases['fail']} | {cases['error']} | {cases['ungraded']} | "
         f"{cases['pending']} | {cases['total']} |",
     ]
+    estimated = _estimate(run)
+    if estimated:
+        out += ["", estimated[0].upper() + estimated[1:] + "."]
     if compared is not None:
         counts, p = compared["counts"], compared["pValue"]
         out += [

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import rfc8785
 from jsonpointer import JsonPointer, JsonPointerException
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
+from .. import matchers
 from ..models import CORRECTION_STATUSES
 from .common import (
     Actor,
@@ -30,6 +32,30 @@ def _json_pointer(text: str) -> None:
         raise ValidationError("Not a JSON Pointer (RFC 6901), such as /matches/2.") from None
 
 
+def _match_size(match: dict[str, Any]) -> None:
+    """`match`: at most 100 arguments and `MAX_MATCH_JSON_CHARS` characters of canonical JSON
+    (each matcher is checked by the entry, which names its argument)."""
+    if len(match) > 100:
+        raise ValidationError("At most 100 properties.")
+    try:
+        canonical = rfc8785.dumps(match).decode("utf-8")
+    except Exception:  # non-finite floats, integers JSON can't carry exactly
+        raise ValidationError("Not representable as canonical JSON.") from None
+    if len(canonical) > matchers.MAX_MATCH_JSON_CHARS:
+        raise ValidationError(
+            f"At most {matchers.MAX_MATCH_JSON_CHARS} characters in canonical JSON."
+        )
+
+
+class Flag(fields.Boolean):
+    """true or false as JSON writes them: 1, "true" and "yes" are not booleans here."""
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> bool:
+        if not isinstance(value, bool):
+            raise self.make_error("invalid")
+        return value
+
+
 class CallExpectation(StrictSchema):
     tool = fields.String(required=True, validate=nonempty_max(200))
     args = fields.Dict(
@@ -40,6 +66,32 @@ class CallExpectation(StrictSchema):
             "at most 100 properties and 4000 characters in canonical JSON."
         },
     )
+    match = fields.Dict(
+        keys=fields.String(),
+        validate=_match_size,
+        metadata={
+            "description": "Top-level argument fields to check by a matcher, each one of "
+            '{"anyOf": [v, …]}, {"text": "…" | ["…"], "ignore": ["case" | "space" | '
+            '"punctuation" | {"chars": "…"}]}, {"number": x, "tolerance": t} or '
+            '{"schema": {…}} (JSON Schema 2020-12: no pattern or patternProperties, each $ref '
+            'within it), with "optional": true and "type" on any of them (docs/grading.md §3); '
+            "at most 16,000 characters in canonical JSON.",
+            "additionalProperties": matchers.MATCHER_SCHEMA,
+            "maxProperties": 100,
+        },
+    )
+
+    @validates_schema
+    def _matchers(self, data: dict[str, Any], **_: Any) -> None:
+        """Each argument's matcher valid, and no argument both in `args` and `match`: the 400
+        names the argument (`shouldCall.0.match.city`)."""
+        match, args = data.get("match") or {}, data.get("args") or {}
+        errors = {name: said for name, m in match.items() if (said := matchers.problems(m))}
+        for name in match:
+            if name in args:
+                errors.setdefault(name, []).append("Named in both args and match: give it in one.")
+        if errors:
+            raise ValidationError(errors, "match")
 
 
 class ItemVerdict(StrictSchema):
@@ -56,6 +108,12 @@ class CorrectionBody(StrictSchema):
     shouldCall = fields.List(fields.Nested(CallExpectation), validate=validate.Length(max=50))
     mustNotCall = fields.List(
         fields.String(validate=nonempty_max(200)), validate=validate.Length(max=50)
+    )
+    exactly = Flag(
+        metadata={
+            "description": "With shouldCall: the candidate makes exactly those calls, one to "
+            "one, and passes no argument an entry does not name."
+        }
     )
     answer = fields.String(validate=validate.OneOf(VERDICTS))
     shouldSay = fields.String(validate=nonempty_max(4000))
@@ -79,6 +137,8 @@ class CorrectionBody(StrictSchema):
             for name in ("shouldCall", "mustNotCall"):
                 if name in data:
                     add(name, 'Only with decisions: "wrong".')
+        if "exactly" in data and not calls:
+            add("exactly", "Only with entries in shouldCall.")
         both = {c["tool"] for c in calls or []} & set(banned or [])
         if both:
             add(
@@ -117,6 +177,7 @@ class DecisionsOut(Schema):
     verdict = fields.String(required=True, validate=validate.OneOf(VERDICTS))
     shouldCall = fields.List(fields.Nested(CallExpectation))
     mustNotCall = fields.List(fields.String())
+    exactly = fields.Boolean()
 
 
 class AnswerOut(Schema):

@@ -53,6 +53,27 @@ class JsonNumber(fields.Float):
 # ---------------------------------------------------------------- request bodies
 
 
+class JsonInteger(fields.Integer):
+    """A JSON integer: not a string of digits, a boolean or a fraction."""
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.make_error("invalid")
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
+class SampleIn(StrictSchema):
+    size = JsonInteger(
+        required=True,
+        validate=validate.Range(min=1),
+        metadata={"description": "Cases to draw: fewer than the version has."},
+    )
+    seed = JsonInteger(
+        validate=validate.Range(min=0, max=2**53),
+        metadata={"description": "Draws the same cases again; the server picks one if left out."},
+    )
+
+
 class StartTestRunBody(StrictSchema):
     projectId = ProjectId(required=True)
     candidate = fields.String(
@@ -80,6 +101,10 @@ class StartTestRunBody(StrictSchema):
         metadata={"description": "At most 4000 characters of canonical JSON (a commit, a URL)."},
     )
     itemsThreshold = JsonNumber(validate=validate.Range(min=0, max=1))
+    sample = fields.Nested(
+        SampleIn,
+        metadata={"description": "A quick run: a sample of the version's cases (§9.9)."},
+    )
     tags = fields.List(
         Tag(),
         validate=validate.Length(min=1, max=MAX_TAGS),
@@ -93,6 +118,8 @@ class StartTestRunBody(StrictSchema):
     def _rules(self, data: dict[str, Any], **_: Any) -> None:
         if "only" in data and "rerunOf" not in data:
             raise ValidationError({"only": ["Only with rerunOf."]})
+        if "sample" in data and "rerunOf" in data:
+            raise ValidationError({"sample": ["Not with rerunOf."]})
 
     def load(self, data: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         loaded = super().load(data, **kwargs)
@@ -224,6 +251,20 @@ class PassRate(Schema):
     high = fields.Float(required=True)
 
 
+class SampleOut(Schema):
+    size = fields.Integer(required=True)
+    seed = fields.Integer(required=True)
+    population = fields.Integer(
+        required=True, metadata={"description": "The cases the sample was drawn from."}
+    )
+
+
+class EstimateOut(Schema):
+    passRate = fields.Float(required=True, metadata={"description": "0 to 1."})
+    low = fields.Float(required=True)
+    high = fields.Float(required=True)
+
+
 class ChangeCounts(Schema):
     regressed = fields.Integer(required=True)
     fixed = fields.Integer(required=True)
@@ -274,6 +315,11 @@ class TestRunOut(Schema):
     cases = fields.Nested(CaseTallies, required=True)
     parts = fields.Nested(PartTallies, required=True)
     passRate = fields.Nested(PassRate)
+    sample = fields.Nested(SampleOut, metadata={"description": "A quick run's sample."})
+    estimate = fields.Nested(
+        EstimateOut,
+        metadata={"description": "A done quick run's estimate of the full pass rate, 95 %."},
+    )
     comparison = fields.Nested(RunComparison)
     judge = fields.Nested(JudgeOut)
 
@@ -345,8 +391,9 @@ class ComparePage(PageOut):
     pValue = fields.Float(required=True)
     sharedOnly = fields.Boolean(
         metadata={
-            "description": "true when the two runs were started on different tags: only the "
-            "cases both graded are compared (none is new or gone); left out otherwise."
+            "description": "True when only the cases both runs had are paired (none is `new` "
+            "or `gone`): one is a quick run, or the two were started on different tags; left "
+            "out otherwise."
         }
     )
 
@@ -439,6 +486,10 @@ def test_run_json(view: Any, wilson: Any) -> dict[str, Any]:
     if graded:
         low, high = wilson(cases["pass"], graded)
         out["passRate"] = {"value": cases["pass"] / graded, "low": low, "high": high}
+    if run.sample is not None:
+        out["sample"] = {k: run.sample[k] for k in ("size", "seed", "population")}
+    if "estimate" in tallies:
+        out["estimate"] = tallies["estimate"]
     if "judge" in tallies:
         judged = tallies["judge"]
         out["judge"] = {

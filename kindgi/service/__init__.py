@@ -23,6 +23,9 @@ record commit together. Another tenant's things look exactly like things that do
 - `run_pages`: what the test-run pages read: a run and a page of results, a comparison with its
   baseline picked, a test set's runs, a case's history, the overview's last runs
 - `health`: the readiness probe's checks, the judge's queue depth, the metrics' guard
+- `records`: each case's record over its set's last 50 done full runs, kept as runs end
+- `quick_runs`: drawing a quick run's sample and counting its estimate
+- `set_health`: a test set's health (failing, flaky, never run, contradicting cases), cached
 - `checks`: the database's invariants, recounted (`flask --app app kindgi check`)
 - `traces`: runs from OpenTelemetry traces (OTLP), and the held spans that expire
 """
@@ -40,6 +43,7 @@ from .cases import (
     restore_cases,
     retire_case,
     retire_cases,
+    revisable_case,
 )
 from .common import clock
 from .corrections import (
@@ -66,8 +70,10 @@ from .identity import (
     sign_in,
     user_principal,
 )
+from .imports import import_cases
 from .inbox import InboxView, RunWithCases, inbox_page, run_with_cases
 from .paging import Page
+from .records import get_record, record_of
 from .results import (
     Comparison,
     ResultView,
@@ -89,6 +95,7 @@ from .run_pages import (
     test_set_runs,
 )
 from .runs import list_runs, new_case_runs, record_run
+from .set_health import Health, test_set_health
 from .tags import tag_case, tag_cases
 from .test_runs import (
     RunView,
@@ -112,6 +119,7 @@ __all__ = [
     "Comparison",
     "ComparisonPage",
     "Counts",
+    "Health",
     "HistoryRow",
     "InboxView",
     "Ingested",
@@ -140,10 +148,12 @@ __all__ = [
     "export_cases",
     "finish_test_run",
     "get_case",
+    "get_record",
     "get_result",
     "get_test_run",
     "hash_password",
     "hash_secret",
+    "import_cases",
     "inbox_page",
     "ingest_traces",
     "list_cases",
@@ -161,6 +171,7 @@ __all__ = [
     "readiness",
     "rebuild_tallies",
     "record_correction",
+    "record_of",
     "record_run",
     "report",
     "require_metrics_token",
@@ -168,6 +179,7 @@ __all__ = [
     "restore_cases",
     "retire_case",
     "retire_cases",
+    "revisable_case",
     "revise_case",
     "revoke_token",
     "run_page",
@@ -180,6 +192,7 @@ __all__ = [
     "tag_case",
     "tag_cases",
     "test_set",
+    "test_set_health",
     "test_set_runs",
     "user_principal",
     "week_of",

@@ -343,6 +343,16 @@ def get_case(caller: Principal, agent_id: str, case_id: str, *, history: bool = 
     return CaseView(case, snapshot, agent_id, may, case_history(case.id) if history else [])
 
 
+def revisable_case(caller: Principal, agent_id: str, case_id: str) -> CaseView:
+    """A case for the revise form: shown only to a caller who may publish in its project, as
+    the add-case form is."""
+    agent = find_agent(caller, agent_id)
+    case = _case(caller, agent, case_id)
+    may = grants(caller, agent, case.project_id)
+    may.require("publish", agent, case.project_id)
+    return CaseView(case, db.session.get(Snapshot, case.run_id), agent_id, may)
+
+
 def publishable_case(caller: Principal, agent_id: str, case_id: str) -> Case:
     """The case, locked for a change, once the caller may publish in its project."""
     agent = find_agent(caller, agent_id)

@@ -31,7 +31,7 @@ from ..models import (
 )
 from ..models import Run as RunRow
 from ..words import are_words
-from . import runs, search
+from . import records, runs, search
 from .common import clock, dialect
 from .counts import TALLY_KEY, recount
 from .test_runs import CASE_OUTCOMES, PART_OUTCOMES
@@ -392,6 +392,7 @@ RULES: dict[str, Callable[[], list[str]]] = {
     "runs made cases": runs_cased,
     "run tools": run_tools,
     "run words": run_words,
+    "case records": records.breaches,
 }
 
 

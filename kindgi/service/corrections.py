@@ -32,17 +32,26 @@ from .runs import RunRef, agent_and_run
 _MISSING = object()
 
 
+def _entry(call: dict[str, Any]) -> dict[str, Any]:
+    """A shouldCall entry as stored: `match` only when it has one, so a case without matchers
+    is stored as it always was."""
+    entry = {"tool": call["tool"], "args": call.get("args", {})}
+    if call.get("match"):
+        entry["match"] = call["match"]
+    return entry
+
+
 def expect_of(body: dict[str, Any]) -> dict[str, Any]:
     """A correction's body as what a case expects: one part per verdict given."""
     expect: dict[str, Any] = {}
     if "decisions" in body:
         decisions: dict[str, Any] = {"verdict": body["decisions"]}
         if "shouldCall" in body:
-            decisions["shouldCall"] = [
-                {"tool": c["tool"], "args": c.get("args", {})} for c in body["shouldCall"]
-            ]
+            decisions["shouldCall"] = [_entry(c) for c in body["shouldCall"]]
         if "mustNotCall" in body:
             decisions["mustNotCall"] = list(body["mustNotCall"])
+        if body.get("exactly"):
+            decisions["exactly"] = True
         expect["decisions"] = decisions
     if "answer" in body:
         answer = {"verdict": body["answer"]}

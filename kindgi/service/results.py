@@ -29,7 +29,7 @@ from .access import find_agent, require
 from .common import sql
 from .identity import Principal
 from .paging import Page, after_id, id_page
-from .test_runs import RunView, find_run, run_to_change, run_to_read, settle
+from .test_runs import RunView, find_run, run_to_change, run_to_read, settle, shares_only
 from .versions import as_frozen, pinned_expect
 
 RESULT_FIELDS = ("output", "calls", "ranked", "error")
@@ -296,7 +296,7 @@ class Comparison:
     counts: dict[str, int]
     p_value: float
     baseline: TestRun
-    shared_only: bool = False  # started on different tags: only the cases both had are paired
+    shared_only: bool = False  # only the cases both runs had are paired (shares_only)
 
 
 def _change_sql(mine: Any, theirs: Any) -> Any:
@@ -326,20 +326,22 @@ def compare(
 ) -> Comparison:
     """Run `run_id` (the candidate) against `other_id` (the baseline), paired by case id: a
     page of pairs with their change, the counts of every change (never filtered), and the
-    exact McNemar p-value of regressed against fixed."""
+    exact McNemar p-value of regressed against fixed. When either is a quick run only the cases
+    both had are paired: none is `new` or `gone`."""
     agent = find_agent(caller, agent_id)
     run = find_run(caller, agent, run_id)
     other = find_run(caller, agent, other_id)  # what the path names: 404 before 403
     require(caller, "read", agent, run.project_id)
     if other.project_id != run.project_id:
         raise TestRunsNotComparable(details={"testRunId": other_id})
-    shared_only = (run.tags or None) != (other.tags or None)
+    shared_only = shares_only(run, other)
     counts = (
         dict(run.tallies["comparison"])
         if run.baseline_pk == other.pk and "comparison" in run.tallies and not shared_only
         else _count_changes(run.pk, other.pk, shared_only)
     )
-    wanted = set(change or CHANGES)
+    possible = set(CHANGES) - ({"new", "gone"} if shared_only else set())
+    wanted = set(change or CHANGES) & possible
     binding = {
         "list": "compare",
         "runs": [run.pk, other.pk],
@@ -377,7 +379,7 @@ def compare(
             .order_by(mine.c.case_id)
             .limit(limit + 1)
         )
-        if wanted != set(CHANGES):
+        if wanted != possible:
             paired = paired.where(change_of.in_(sorted(wanted)))
         rows += sql().execute(paired).all()
     if "gone" in wanted and counts["gone"] and not shared_only:
@@ -411,7 +413,7 @@ def _with_revisions(pairs: Any, mine: Any, version_pk: int, other_pk: int) -> tu
     return pairs, other.c.revision != own.c.revision
 
 
-def _count_changes(run_pk: int, other_pk: int, shared_only: bool = False) -> dict[str, int]:
+def _count_changes(run_pk: int, other_pk: int, shared_only: bool) -> dict[str, int]:
     """Every change's count for two runs with no kept comparison: one pass over the pairs (only
     the cases both have, when `shared_only`: none is then new or gone)."""
     mine, theirs = RunCase.__table__.alias("mine"), RunCase.__table__.alias("theirs")

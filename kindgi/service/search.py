@@ -102,6 +102,17 @@ def tools_of(expect: dict[str, Any]) -> list[str]:
     )
 
 
+def matcher_words(expect: dict[str, Any]) -> list[str]:
+    """The text an expectation's matchers name: each argument's name and the strings its
+    matcher holds (an `anyOf`'s values, a `text`'s texts), so a case is found by them."""
+    said: list[str] = []
+    for call in (expect.get("decisions") or {}).get("shouldCall") or []:
+        for name, matcher in (call.get("match") or {}).items():
+            said.append(name)
+            said += _strings([matcher.get("anyOf"), matcher.get("text")])
+    return said
+
+
 def expect_words(expect: dict[str, Any]) -> str:
     """The words of what an expectation says, with the markers of its tools and parts, each
     once, separated by a space."""
@@ -109,6 +120,7 @@ def expect_words(expect: dict[str, Any]) -> str:
     tools = tools_of(expect)
     texts = [answer.get("shouldSay") or "", answer.get("why") or "", *tools]
     texts += [item["key"] for item in expect.get("items") or []]
+    texts += matcher_words(expect)
     markers = [tool_marker(t) for t in tools] + [part_marker(p) for p in PARTS if p in expect]
     return " ".join(distinct([*texts, *markers]))
 

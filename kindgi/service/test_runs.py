@@ -24,6 +24,7 @@ from ..errors import (
 )
 from ..grading import CHANGES
 from ..models import Case, CaseTag, RunCase, Snapshot, TestRun, VersionMember
+from . import quick_runs, records
 from .access import AgentRef, find_agent, readable, require, scope
 from .common import analyze, bulk, clock, judge_settings, new_id, sql
 from .identity import Principal
@@ -106,7 +107,8 @@ def _done_run_of_set(
 def start_test_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> RunView:
     """Freeze the set (or reuse the unchanged version, or the re-run's) and open a run over its
     cases, narrowed by `weighting`, by `tags` (cases with any of them) and, for a re-run, by
-    `only`. The run's cases (`test_run_cases`) are the record of which it had."""
+    `only`; a quick run over a sample of them (`sample`). The run's cases (`test_run_cases`)
+    are the record of which it had."""
     project_id = body["projectId"]
     agent, grants = scope(caller, agent_id, project_id)
     grants.require("write", agent, project_id)
@@ -164,14 +166,12 @@ def start_test_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> Ru
             CaseTag.tag.in_(run.tags),
         )
         members = members.where(VersionMember.case_id.in_(tagged))
-    sql().execute(RunCase.__table__.insert().from_select(["run_pk", "case_id", "outcome"], members))
-    total = (
-        sql()
-        .execute(  # not the INSERT's rowcount: psycopg doesn't report one for it
-            select(func.count()).select_from(RunCase).where(RunCase.run_pk == run.pk)
+    if "sample" in body:
+        total = quick_runs.draw_sample(
+            run, members.with_only_columns(VersionMember.case_id), body["sample"]
         )
-        .scalar_one()
-    )
+    else:
+        total = _insert_all(run, members)
     if not total:
         raise NothingToGrade()
     analyze(RunCase.__table__, total)
@@ -179,11 +179,29 @@ def start_test_run(caller: Principal, agent_id: str, body: dict[str, Any]) -> Ru
     judged = judge_settings()
     if judged is not None:
         tallies["judge"] = {"model": judged.model, "asked": 0, "agreed": 0, "calibrating": 0}
-    if baseline is not None:
+    if baseline is not None and not shares_only(run, baseline):  # else counted when asked
         tallies["comparison"] = _initial_comparison(run.pk, baseline.pk)
     run.tallies = tallies
     db.session.flush()
     return RunView(run, agent.id)
+
+
+def shares_only(run: TestRun, other: TestRun) -> bool:
+    """Whether two runs are compared on the cases both had only (none `new` or `gone`): one is
+    a quick run, or they were started on different tags."""
+    return run.sample is not None or other.sample is not None or run.tags != other.tags
+
+
+def _insert_all(run: TestRun, members: Select[Any]) -> int:
+    """Give the run every case of `members`, each awaiting its result; how many."""
+    sql().execute(RunCase.__table__.insert().from_select(["run_pk", "case_id", "outcome"], members))
+    return (
+        sql()
+        .execute(  # not the INSERT's rowcount: psycopg doesn't report one for it
+            select(func.count()).select_from(RunCase).where(RunCase.run_pk == run.pk)
+        )
+        .scalar_one()
+    )
 
 
 def _initial_comparison(run_pk: int, baseline_pk: int) -> dict[str, int]:
@@ -341,15 +359,22 @@ def finish_test_run(caller: Principal, agent_id: str, run_id: str) -> RunView:
 
 def settle(run: TestRun, tallies: dict[str, Any]) -> None:
     """Store the run's new tallies; with nothing awaiting it leaves `open`: `grading` while an
-    answer waits for the judge, else `done`."""
+    answer waits for the judge, else `done` (and a full run's cases' records are rewritten)."""
     waiting = tallies["cases"]["pending"] or tallies.get("judge", {}).get("calibrating", 0)
+    was = run.status
     if run.status == "open" and tallies["cases"]["awaiting"] == 0:
         run.status = "grading"
     if run.status == "grading" and not waiting:
         run.status, run.finished_at = "done", clock()
+        if run.sample is not None:
+            found = quick_runs.estimate(run)
+            if found is not None:
+                tallies["estimate"] = found
     run.tallies = tallies
     flag_modified(run, "tallies")  # changed in place: say so, or it is not saved
     db.session.flush()
+    if run.status == "done" and was != "done" and run.sample is None:
+        records.run_done(run)
 
 
 def cancel_test_run(caller: Principal, agent_id: str, run_id: str) -> RunView:

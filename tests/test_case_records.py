@@ -1,0 +1,115 @@
+"""Case records over HTTP (docs/design.md §9.10): each case's outcomes in its set's last 50 done
+full runs, rewritten as runs end and read as one row.
+
+The set is acme.drafting in P1: the world's two active cases, cor-1 and case-2, and hand cases
+on run-1 that expect a call to `search`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conftest import AGENT, P1, ok, refused, sign_in
+from sqlalchemy import select
+from test_quick_runs import answer
+
+from kindgi import models
+from kindgi.database import db
+from kindgi.service import records
+
+V = f"/v1/agents/{AGENT}"
+RUNS = f"{V}/test-runs"
+
+
+def full_run(api, candidate: str, outcome: dict[str, str], **more: Any) -> dict[str, Any]:
+    """A run of `candidate` that passes, fails or errs each case as `outcome` says (every case
+    not named passes): the run, done."""
+    run = ok(api.post(RUNS, {"projectId": P1, "candidate": candidate, **more}), 201)
+    ids = [row["caseId"] for row in ok(api.get(f"{RUNS}/{run['id']}/cases?limit=500"))["data"]]
+    results = [
+        {"caseId": c, "error": "crashed"}
+        if outcome.get(c) == "error"
+        else answer(c, outcome.get(c, "pass") == "pass")
+        for c in ids
+    ]
+    return ok(api.post(f"{RUNS}/{run['id']}/results", {"results": results}))["run"]
+
+
+def record(api, case_id: str, **kw: Any) -> dict[str, Any]:
+    return ok(api.get(f"{V}/test-set/cases/{case_id}/record", **kw))
+
+
+def stored(app) -> list[tuple]:
+    with app.app_context():
+        rows = db.session.execute(select(models.CaseRecord.__table__)).all()
+        return sorted(tuple(row) for row in rows)
+
+
+def test_a_record_counts_outcomes_failers_flakiness_and_separation(app, api):
+    ids = {"x": "cor-1", "y": "case-2"}
+    first = full_run(api, "1.0", {})
+    assert record(api, "cor-1") == {
+        "caseId": "cor-1",
+        "runs": 1,
+        "outcomes": {"pass": 1, "fail": 0, "error": 0},
+        "failedBy": [],
+        "flaky": False,
+        "separation": None,
+    }
+    full_run(api, "2.0", {ids["x"]: "fail", ids["y"]: "fail"})
+    last = full_run(api, "1.0", {ids["x"]: "error"})
+    got = record(api, "cor-1")
+    assert got["runs"] == 3 and got["outcomes"] == {"pass": 1, "fail": 1, "error": 1}
+    assert got["failedBy"] == ["1.0", "2.0"]
+    assert got["flaky"] is True  # 1.0 passed it, then erred
+    assert got["lastFailed"] == last["finishedAt"] and got["lastFailed"] >= first["finishedAt"]
+    # case-2 failed only in the run that failed most: it separates candidates
+    other = record(api, "case-2")
+    assert other["flaky"] is False and other["failedBy"] == ["2.0"]
+    assert other["separation"] > 0.9
+    # kept as runs ended, the records are what the runs say from scratch
+    kept = stored(app)
+    with app.app_context():
+        records.rebuild_all(db.session.connection())
+        db.session.commit()
+    assert stored(app) == kept
+
+
+def test_a_case_no_run_had_has_an_empty_record_and_quick_runs_do_not_count(api):
+    made = ok(api.post(f"{V}/test-set/cases", {"runId": "run-1", "decisions": "right"}), 201)
+    assert record(api, made["id"])["runs"] == 0
+    quick = ok(api.post(RUNS, {"projectId": P1, "candidate": "q", "sample": {"size": 2}}), 201)
+    ids = [row["caseId"] for row in ok(api.get(f"{RUNS}/{quick['id']}/cases"))["data"]]
+    ok(api.post(f"{RUNS}/{quick['id']}/results", {"results": [answer(c, False) for c in ids]}))
+    assert all(record(api, c)["runs"] == 0 for c in ids)
+
+
+def test_the_record_keeps_to_the_last_50_done_full_runs(app, api):
+    full_run(api, "0.1", {"cor-1": "fail"})
+    for n in range(records.WINDOW - 1):
+        full_run(api, f"1.{n}", {})
+    assert record(api, "cor-1")["outcomes"] == {"pass": 49, "fail": 1, "error": 0}
+    full_run(api, "2.0", {})  # the first run falls out of the window
+    got = record(api, "cor-1")
+    assert got["runs"] == 50 and got["outcomes"]["fail"] == 0 and got["failedBy"] == []
+    assert "lastFailed" not in got
+
+
+def test_another_tenants_or_an_unknown_case_has_no_record(api):
+    refused(api.get(f"{V}/test-set/cases/case-nope/record"), 404, "case-not-found")
+    refused(api.get(f"{V}/test-set/cases/cor-1/record", as_="globex"), 404, "case-not-found")
+
+
+def test_the_case_page_shows_the_record(api, client):
+    page = f"/agents/{AGENT}/test-set/cases/cor-1"
+    sign_in(client, "publisher@acme.test", "publisher-pass-1")
+    assert "None of the test set's last 50 done full runs graded it." in client.get(page).get_data(
+        as_text=True
+    )
+    full_run(api, "1.0<b>", {"cor-1": "fail"})
+    full_run(api, "2.0", {})
+    shown = client.get(page).get_data(as_text=True)
+    assert "Over the test set's last 50 done full runs: 2 graded it" in shown
+    assert "1 pass, 1 fail, 0 error" in shown
+    assert "1.0&lt;b&gt;" in shown and "1.0<b>" not in shown  # escaped
+    assert "Separation</th><td>1.00</td>" in shown
