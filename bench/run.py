@@ -2146,9 +2146,11 @@ def main(argv: list[str] | None = None) -> int:
     for engine in engines:
         only.get(args.only, run_engine)(engine, args, results)
     bars = judge(results, engines, args.sizes) if args.only in ("all", "inbox") else []
-    if not args.smoke:
-        bars += otlp_bars(results, engines) + bfcl_bars(results, engines)
-        bars += revise_bars(results, engines) + quick_bars(results, engines)
+    # the bars of what this run measured (the full run measures OTLP too)
+    section = "otlp" if args.only == "all" else args.only
+    more = {"otlp": otlp_bars, "bfcl": bfcl_bars, "revise": revise_bars, "quick": quick_bars}
+    if not args.smoke and section in more:
+        bars += more[section](results, engines)
     command = "python bench/run.py" + (" --smoke" if args.smoke else "")
     if argv:
         command = "python bench/run.py " + " ".join(argv)

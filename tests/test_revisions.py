@@ -244,3 +244,7 @@ def test_a_failing_case_of_a_run_offers_to_revise_it_taking_the_candidates_calls
     prefilled = json.loads(form.split('name="expect"')[1].split(">", 1)[1].split("</textarea>")[0]
                            .replace("&#34;", '"').replace("&quot;", '"'))  # fmt: skip
     assert prefilled == {"decisions": "wrong", "shouldCall": SEARCHING}
+    client.post("/logout", data={"csrf_token": csrf_of(client, "/")})
+    sign_in(client, "reader@acme.test", "reader-pass-1")  # may read the run, not revise
+    read = client.get(f"/agents/{AGENT}/test-runs/{run['id']}/results/{case['id']}").text
+    assert "Revise" not in read and "Retire the case" not in read

@@ -25,7 +25,7 @@ from ..errors import (
 from ..grading import CHANGES, PARTS
 from ..models import Case, RunCase, Snapshot, TestRun, VersionMember
 from . import judging
-from .access import find_agent, require
+from .access import find_agent, grants, require
 from .common import sql
 from .identity import Principal
 from .paging import Page, after_id, id_page
@@ -263,6 +263,7 @@ class ResultView:
     case: Case
     snapshot: Snapshot
     expect: dict[str, Any]
+    may_publish: bool = False  # whether the caller may revise or retire the case (triage)
 
 
 def get_result(caller: Principal, agent_id: str, run_id: str, case_id: str) -> ResultView:
@@ -280,8 +281,9 @@ def get_result(caller: Principal, agent_id: str, run_id: str, case_id: str) -> R
     ).first()
     if found is None:
         raise CaseNotFound()
-    require(caller, "read", agent, run.project_id)  # what the path names: 404 before 403
-    return ResultView(*found)
+    may = grants(caller, agent, run.project_id)
+    may.require("read", agent, run.project_id)  # what the path names: 404 before 403
+    return ResultView(*found, may_publish=may.may_publish)
 
 
 # ---------------------------------------------------------------- comparing two runs
