@@ -326,6 +326,7 @@ def test_an_expert_says_what_a_right_argument_is_and_that_nothing_else_is(page, 
     page.locator(f"input[name=runId][value='{run['id']}']").check()
     if not page.js:  # type: ignore[attr-defined]
         press(page, "Show this run")
+    expect(page.get_by_role("heading", name=f"Run {run['id']}")).to_be_visible()  # swapped in
     press(page, "Should call search, call 1")
     page.locator("#shouldCall-0-args").fill('{"limit": 3}')
     page.locator("#shouldCall-0-arg").fill("q")

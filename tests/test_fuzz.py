@@ -355,14 +355,16 @@ def error_envelope(ctx, response, case) -> None:
 
 
 def no_internals_leak(ctx, response, case) -> None:
-    """No stack trace, SQL, driver or file name in an error answer (whose only echo of the
-    request is the names of unknown fields, left out here)."""
+    """No stack trace, SQL, driver or file name in an error answer (whose only echoes of the
+    request are the names of unknown fields and the ids of the unknown cases a bulk change
+    names, left out here: a case id the fuzzer draws may be "psycopg")."""
     if response.status_code < 400:
         return
     text = _text(response)
     if response.status_code < 500:
         err = json.loads(text)["error"]
         fields = (err.get("details") or {}).pop("fields", {})
+        (err.get("details") or {}).pop("caseIds", None)
         text = json.dumps([err, list(fields.values())])
     found = LEAKS.search(text)
     assert found is None, f"leaked {found.group(0)!r}: {text[:500]}"
