@@ -275,7 +275,7 @@ def build(db: Database, results: Results) -> dict[str, str]:
     command = [sys.executable, "-m", "flask", "--app", "app", "kindgi", "demo"]
     runs = ["--runs", str(db.runs)] if db.runs else []
     command += ["--cases", str(db.cases), *runs, "--json"]
-    env = {**os.environ, "KINDGI_SQLALCHEMY_DATABASE_URI": db.url, "KINDGI_SECRET_KEY": SECRET}
+    env = {**os.environ, **app_env(db)}
     started = time.monotonic()
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     seconds = time.monotonic() - started
@@ -1208,7 +1208,7 @@ def measure_inbox(
     targets = []
     with serving(servers):
         for db in worlds:
-            env = {"KINDGI_SQLALCHEMY_DATABASE_URI": db.url, "KINDGI_SECRET_KEY": SECRET}
+            env = app_env(db)
             app = Server("app:app", env, f"KINDGI_SQLALCHEMY_DATABASE_URI={db.shown}",
                          args.workdir, f"{engine}-runs-{db.runs}")  # fmt: skip
             servers.append(app)
@@ -1242,7 +1242,7 @@ def measure_prune(db: Database, results: Results) -> None:
     """`flask kindgi prune --days 1` on a runs world, nothing else running: runs deleted a second,
     and the longest a batch held the write lock (BEGIN to the end of COMMIT, as it says)."""
     command = [sys.executable, "-m", "flask", "--app", "app", "kindgi", "prune", "--days", "1"]
-    env = {**os.environ, "KINDGI_SQLALCHEMY_DATABASE_URI": db.url, "KINDGI_SECRET_KEY": SECRET}
+    env = {**os.environ, **app_env(db)}
     started = time.monotonic()
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     took = time.monotonic() - started
@@ -1286,7 +1286,7 @@ def run_engine(engine: str, args: argparse.Namespace, results: Results) -> None:
     try:
         with serving(servers):
             for db in dbs:
-                env = {"KINDGI_SQLALCHEMY_DATABASE_URI": db.url, "KINDGI_SECRET_KEY": SECRET}
+                env = app_env(db)
                 name = f"{engine}-{db.cases}"
                 app = Server(
                     "app:app",
@@ -1341,7 +1341,7 @@ def run_engine(engine: str, args: argparse.Namespace, results: Results) -> None:
                 ci_db = Database(engine, CI_CASES, args.workdir, args.postgres, prefix)
                 dbs.append(ci_db)
                 creds[CI_CASES] = build(ci_db, results)
-                env = {"KINDGI_SQLALCHEMY_DATABASE_URI": ci_db.url, "KINDGI_SECRET_KEY": SECRET}
+                env = app_env(ci_db)
                 ci_app = Server("app:app", env, f"KINDGI_SQLALCHEMY_DATABASE_URI={ci_db.shown}",
                                 args.workdir, f"{engine}-ci")  # fmt: skip
                 servers.append(ci_app)
@@ -1390,26 +1390,14 @@ def drop_all(dbs: list[Database], keep: bool) -> None:
 def run_revise_only(engine: str, args: argparse.Namespace, results: Results) -> None:
     """`--only revise`: revisions through HTTP, then the freeze after them, on a demo of the
     first size."""
-    prefix = f"kindgi_bench_revise_{os.getpid()}"
-    db = Database(engine, args.sizes[0], args.workdir, args.postgres, prefix)
-    creds = build(db, results)
-    env = {"KINDGI_SQLALCHEMY_DATABASE_URI": db.url, "KINDGI_SECRET_KEY": SECRET}
-    app = Server("app:app", env, f"KINDGI_SQLALCHEMY_DATABASE_URI={db.shown}", args.workdir,
-                 f"{engine}-{db.cases}-revise")  # fmt: skip
-    try:
-        with serving([app]):
-            results.servers.append(app.command)
-            app.wait("/v1/openapi.json")
-            target = Target(db, app, app)
+    with demo_database(engine, args, results, "revise") as (db, creds):
+        with served(db, args, results, f"{engine}-{db.cases}-revise") as target:
             measure_revisions(target, creds["token"], results)
             measure_tags(target, creds["token"], args, results)
         took, _ = time_freezes(db)
         shown = "bench/run.py time_freezes (in process)"
         results.figures.append(Figure(engine, FREEZE_REVISED, db.size, shown, value=took, unit="s"))
         log(f"{engine}: froze {db.cases:,} cases after {REVISED:,} revisions in {took:.2f} s")
-    finally:
-        if not args.keep:
-            db.drop()
 
 
 def measure_revisions(target: Target, token: str, results: Results) -> None:
@@ -1544,56 +1532,70 @@ def revise_bars(results: Results, engines: list[str]) -> list[Bar]:
     ]
 
 
-def run_otlp_only(engine: str, args: argparse.Namespace, results: Results) -> None:
-    """`--only otlp`: the OTLP measures alone, on a demo of the smallest size."""
-    prefix = f"kindgi_bench_otlp_{os.getpid()}"
-    db = Database(engine, args.sizes[0], args.workdir, args.postgres, prefix)
+@contextmanager
+def demo_database(
+    engine: str, args: argparse.Namespace, results: Results, name: str
+) -> Iterator[tuple[Database, dict[str, str]]]:
+    """A demo of the first size, built (timed) for one `--only` section, and its credentials;
+    dropped after unless `--keep`."""
+    db = Database(engine, args.sizes[0], args.workdir, args.postgres,
+                  f"kindgi_bench_{name}_{os.getpid()}")  # fmt: skip
     creds = build(db, results)
-    env = {"KINDGI_SQLALCHEMY_DATABASE_URI": db.url, "KINDGI_SECRET_KEY": SECRET}
-    app = Server("app:app", env, f"KINDGI_SQLALCHEMY_DATABASE_URI={db.shown}", args.workdir,
-                 f"{engine}-{db.cases}")  # fmt: skip
     try:
-        with serving([app]):
-            results.servers.append(app.command)
-            app.wait("/v1/openapi.json")
-            measure_otlp(Target(db, app, app), creds["token"], args, results)
+        yield db, creds
     finally:
         if not args.keep:
             db.drop()
+
+
+def app_env(db: Database) -> dict[str, str]:
+    """The settings an app (server or command) on `db` runs with."""
+    return {"KINDGI_SQLALCHEMY_DATABASE_URI": db.url, "KINDGI_SECRET_KEY": SECRET}
+
+
+@contextmanager
+def served(db: Database, args: argparse.Namespace, results: Results, name: str) -> Iterator[Target]:
+    """`db` served by gunicorn while the block runs, its command kept for the results."""
+    app = Server("app:app", app_env(db), f"KINDGI_SQLALCHEMY_DATABASE_URI={db.shown}",
+                 args.workdir, name)  # fmt: skip
+    with serving([app]):
+        results.servers.append(app.command)
+        app.wait("/v1/openapi.json")
+        yield Target(db, app, app)
+
+
+def run_otlp_only(engine: str, args: argparse.Namespace, results: Results) -> None:
+    """`--only otlp`: the OTLP measures alone, on a demo of the smallest size."""
+    with (
+        demo_database(engine, args, results, "otlp") as (db, creds),
+        served(db, args, results, f"{engine}-{db.cases}") as target,
+    ):
+        measure_otlp(target, creds["token"], args, results)
 
 
 def run_bfcl_only(engine: str, args: argparse.Namespace, results: Results) -> None:
     """`--only bfcl`: BFCL's entries imported into the smallest demo's set with `flask kindgi
     import`, then results sent to test runs of it, only for those cases, each against a
     perturbed answer (so both outcomes are graded): results graded per second."""
-    prefix = f"kindgi_bench_bfcl_{os.getpid()}"
-    db = Database(engine, args.sizes[0], args.workdir, args.postgres, prefix)
-    creds = build(db, results)
-    unpacked = bfcl_answers.wheel_data()
-    entries = bfcl_answers.entries(unpacked, per_category=None)
-    path = args.workdir / "bfcl.jsonl"
-    path.write_text("".join(json.dumps(e.line) + "\n" for e in entries))
-    env = {"KINDGI_SQLALCHEMY_DATABASE_URI": db.url, "KINDGI_SECRET_KEY": SECRET}
-    command = [sys.executable, "-m", "flask", "--app", "app", "kindgi", "import", str(path),
-               "--agent", AGENT, "--project", PROJECT]  # fmt: skip
-    took, done = _timed(command, env)
-    if done.returncode != 0:
-        raise SystemExit(f"importing BFCL's cases failed:\n{done.stderr}")
-    shown = f"KINDGI_SQLALCHEMY_DATABASE_URI={db.shown} flask --app app kindgi import bfcl.jsonl"
-    results.figures.append(
-        Figure(engine, f"import {len(entries):,} BFCL cases", db.cases,
-               f"time {shown} --agent {AGENT} --project {PROJECT}", value=took, unit="s")
-    )  # fmt: skip
-    app = Server("app:app", env, f"KINDGI_SQLALCHEMY_DATABASE_URI={db.shown}", args.workdir,
-                 f"{engine}-{db.cases}")  # fmt: skip
-    try:
-        with serving([app]):
-            results.servers.append(app.command)
-            app.wait("/v1/openapi.json")
-            measure_bfcl(app.base, creds["token"], entries, engine, db.cases, results)
-    finally:
-        if not args.keep:
-            db.drop()
+    with demo_database(engine, args, results, "bfcl") as (db, creds):
+        unpacked = bfcl_answers.wheel_data()
+        entries = bfcl_answers.entries(unpacked, per_category=None)
+        path = args.workdir / "bfcl.jsonl"
+        path.write_text("".join(json.dumps(e.line) + "\n" for e in entries))
+        command = [sys.executable, "-m", "flask", "--app", "app", "kindgi", "import", str(path),
+                   "--agent", AGENT, "--project", PROJECT]  # fmt: skip
+        took, done = _timed(command, app_env(db))
+        if done.returncode != 0:
+            raise SystemExit(f"importing BFCL's cases failed:\n{done.stderr}")
+        shown = (
+            f"KINDGI_SQLALCHEMY_DATABASE_URI={db.shown} flask --app app kindgi import bfcl.jsonl"
+        )
+        results.figures.append(
+            Figure(engine, f"import {len(entries):,} BFCL cases", db.cases,
+                   f"time {shown} --agent {AGENT} --project {PROJECT}", value=took, unit="s")
+        )  # fmt: skip
+        with served(db, args, results, f"{engine}-{db.cases}") as target:
+            measure_bfcl(target.app.base, creds["token"], entries, engine, db.cases, results)
 
 
 def measure_bfcl(
