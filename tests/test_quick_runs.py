@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import AGENT, P1, ok, refused
+from conftest import AGENT, P1, ok, refused, sign_in
 
 from kindgi import models
 from kindgi.database import db
@@ -73,6 +73,19 @@ def test_a_quick_run_grades_its_sample_and_estimates_the_full_pass_rate(api):
     # no history: a plain random sample, whose estimate is the sample's rate
     assert got["passRate"] == pytest.approx(0.7)
     assert 0.3 < got["low"] < 0.7 < got["high"] < 1
+
+
+def test_the_run_page_says_a_quick_runs_sample_and_its_estimate(api, client):
+    ids = the_set(api)
+    run = start(api, sample={"size": 10, "seed": 7})
+    sign_in(client, "admin@acme.test", "admin-pass-1")
+    page = f"/agents/{AGENT}/test-runs/{run['id']}"
+    waiting = client.get(page).get_data(as_text=True)
+    assert f"10 of {len(ids)} cases, seed 7; the full pass rate is estimated once" in waiting
+    done = grade(api, run["id"], set(cases_of(api, run["id"])[:7]))
+    low, high = (f"{done['estimate'][k] * 100:.1f}" for k in ("low", "high"))
+    shown = client.get(page).get_data(as_text=True)
+    assert f"estimated at 70.0 % (95 % interval {low} to {high} %)" in shown
 
 
 def test_a_server_picks_the_seed_when_none_is_given(api):

@@ -146,7 +146,7 @@ def done(api, run: dict[str, Any], calls: dict[str, list[dict[str, Any]]]) -> No
         ok(api.post(f"{RUNS}/{run['id']}/finish", {}))
 
 
-def test_a_run_on_tags_grades_the_cases_with_any_of_them_in_the_whole_sets_version(api):
+def test_a_run_on_tags_grades_the_cases_with_any_of_them_in_the_whole_sets_version(api, client):
     whole = ok(start(api), 201)
     ok(tag(api, "cor-1", add=["smoke"]))
     ok(tag(api, "case-1", add=["smoke"]))  # retired: in no version
@@ -157,6 +157,12 @@ def test_a_run_on_tags_grades_the_cases_with_any_of_them_in_the_whole_sets_versi
     cases = ok(api.get(f"{RUNS}/{some['id']}/cases?limit=100"))["data"]
     assert [c["caseId"] for c in cases] == ["cor-1"]
     refused(start(api, tags=["nobody-has-it"]), 409, "nothing-to-grade")
+    sign_in(client, "admin@acme.test", "admin-pass-1")
+    page = client.get(f"/agents/{AGENT}/test-runs/{some['id']}").get_data(as_text=True)
+    assert "only the cases tagged billing or smoke" in page
+    assert (
+        "only the cases tagged" not in client.get(f"/agents/{AGENT}/test-runs/{whole['id']}").text
+    )
 
 
 def test_comparing_runs_on_different_tags_pairs_only_the_cases_both_had(api):
