@@ -200,8 +200,9 @@ def get_case_record(agent_id: str, case_id: str):
 
 @bp.post("/agents/<agent_id>/test-set/cases/<case_id>/retire")
 def retire_case(agent_id: str, case_id: str):
-    reason = body(RetireBody)["reason"]
-    return _one_case(service.retire_case(g.caller, agent_id, case_id, reason))
+    args = body(RetireBody)
+    case = service.retire_case(g.caller, agent_id, case_id, args["reason"], args.get("fromTestRun"))
+    return _one_case(case)
 
 
 @bp.post("/agents/<agent_id>/test-set/cases/<case_id>/restore")
@@ -213,7 +214,8 @@ def restore_case(agent_id: str, case_id: str):
 @bp.post("/agents/<agent_id>/test-set/cases/<case_id>/revise")
 def revise_case(agent_id: str, case_id: str):
     args, if_match = body(ReviseBody), request.headers.get("If-Match")
-    return _one_case(service.revise_case(g.caller, agent_id, case_id, args, if_match))
+    from_run = args.pop("fromTestRun", None)
+    return _one_case(service.revise_case(g.caller, agent_id, case_id, args, if_match, from_run))
 
 
 @bp.post("/agents/<agent_id>/test-set/cases/<case_id>/tags")

@@ -18,6 +18,7 @@ from .schemas.common import TooDeep, parse_json
 
 MAX_LISTS = 20  # lists of a run's output offered at most
 MAX_ELEMENTS = 100  # elements of a list taken at most: a case holds 100 items
+SHOULD_SAY_CHARS = 4000  # what a `shouldSay` holds (`schemas.corrections.CorrectionBody`)
 # A "should call" row's fields: its tool and args, and one argument's matcher (docs/grading.md
 # §3): the argument, its values one a line, a tolerance, what text ignores, and whether it may
 # be left out (the check boxes are "on" when ticked)
@@ -175,6 +176,22 @@ def calls_taken(body: dict[str, Any], result: dict[str, Any] | None) -> dict[str
     if calls:
         return {"decisions": "wrong", "shouldCall": calls, **out}
     return {"decisions": "right", **out}
+
+
+def answer_taken(body: dict[str, Any], result: dict[str, Any] | None) -> dict[str, Any]:
+    """A case's body with the candidate's answer as what it should say (run triage: the
+    corrected run's answer was wrong, the candidate's is right): `answer: wrong` with its output
+    as `shouldSay` (a string as it is, else as JSON, cut at the 4,000 characters a `shouldSay`
+    holds); its other parts as they are. A candidate with no output changes nothing."""
+    output = (result or {}).get("output")
+    if output is None or output == "":
+        return dict(body)
+    said = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+    out = {k: v for k, v in body.items() if k not in ("answer", "shouldSay", "why")}
+    return {**out, "answer": "wrong", "shouldSay": said[:SHOULD_SAY_CHARS]}
+
+
+TAKES = {"calls": calls_taken, "answer": answer_taken}  # what triage takes from a candidate
 
 
 def shown_fields(form: Mapping[str, str]) -> dict[str, Any]:

@@ -249,13 +249,24 @@ class Case(db.Model):
     retired_by_kind: Mapped[str | None] = mapped_column(String(8))
     retired_by_id: Mapped[str | None] = mapped_column(String(64))
     retired_at: Mapped[datetime | None] = mapped_column(DateTime)
+    # The test run it was retired from, on that run's page (its id; None otherwise)
+    retired_from_test_run: Mapped[str | None] = mapped_column(String(64))
     # The words the case is searched by, written once when it is made (`service.search.document`),
     # and its retire reason's, written with it (`service.search.reason_words`): the database
     # indexes both (FTS5 on SQLite, `search` on PostgreSQL).
     search_text: Mapped[str | None] = mapped_column(Text, deferred=True)
     retired_words: Mapped[str | None] = mapped_column(Text, deferred=True)
 
-    __table_args__ = (Index("ix_cases_list", "agent_pk", "project_id", "added_at", "id"),)
+    __table_args__ = (
+        Index("ix_cases_list", "agent_pk", "project_id", "added_at", "id"),
+        # what was retired from a test run, which its page counts (`service.triage`)
+        Index(
+            "ix_cases_retired_from_test_run",
+            "retired_from_test_run",
+            sqlite_where=text("retired_from_test_run IS NOT NULL"),
+            postgresql_where=text("retired_from_test_run IS NOT NULL"),
+        ),
+    )
 
     @hybrid_property
     def is_case(self) -> bool:
@@ -277,6 +288,7 @@ class Case(db.Model):
             "reason": self.retired_reason,
             "by": {"kind": self.retired_by_kind, "id": self.retired_by_id},
             "at": self.retired_at,
+            "fromTestRun": self.retired_from_test_run,
         }
 
     @property
@@ -297,6 +309,18 @@ class CaseRevision(db.Model):
     by_kind: Mapped[str] = mapped_column(String(8))
     by_id: Mapped[str] = mapped_column(String(64))
     at: Mapped[datetime] = mapped_column(DateTime)
+    # The test run it was made from, on that run's page (its id; None otherwise)
+    from_test_run: Mapped[str | None] = mapped_column(String(64))
+
+    __table_args__ = (
+        # what was revised from a test run, which its page counts (`service.triage`)
+        Index(
+            "ix_case_revisions_from_test_run",
+            "from_test_run",
+            sqlite_where=text("from_test_run IS NOT NULL"),
+            postgresql_where=text("from_test_run IS NOT NULL"),
+        ),
+    )
 
 
 class CaseTag(db.Model):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import suppress
+from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import Any
 from urllib.parse import urlencode, urlparse
@@ -349,32 +351,77 @@ def revise(agent_id: str, case_id: str):
     note; "Show the change" shows the difference, "Save the revision" saves it, naming the
     revision the form was read at (a case revised since is refused, never overwritten)."""
     view = service.revisable_case(current_user, agent_id, case_id)
-    now = json.dumps(service.body_of(view.case.expect), indent=2, ensure_ascii=False)
-    form = request.form
-    start = now
+    result = None
     if request.args.get("takeCallsFrom"):  # a test run's failing case: its candidate's calls
         result = service.get_result(current_user, agent_id, request.args["takeCallsFrom"], case_id)
-        taken = case_form.calls_taken(service.body_of(view.case.expect), result.row.result)
-        start = json.dumps(taken, indent=2, ensure_ascii=False)
-    text, note = form.get("expect", start), form.get("note", "")
-    etag = form.get("etag", service.etag(view.case))
-    errors: dict[str, list[str]] = {}
-    diff: list[tuple[str, str]] = []
-    status = 200
-    if request.method == "POST":
-        try:
-            body = load(ReviseBody, {**_json_object(text), "note": note.strip()})
-            asked = {name: value for name, value in body.items() if name != "note"}
-            diff = views.line_diff(now, json.dumps(asked, indent=2, ensure_ascii=False))
-            if form.get("action") == "save":
-                service.revise_case(current_user, agent_id, case_id, body, etag)
-                flash("The case is revised: runs started from now on grade with it.")
-                return redirect(url_for("pages.case", agent_id=agent_id, case_id=case_id), 303)
-        except DomainError as err:
-            errors = (err.details or {}).get("fields") or {"_body": [err.message]}
-            status = err.status
-    context = {"view": view, "text": text, "note": note, "etag": etag, "errors": errors}
-    return render_template("case_revise.html", diff=diff, **context), status
+    form = revision_form(agent_id, view, result and result.row.result, "calls" if result else "")
+    if form.saved:
+        flash("The case is revised: runs started from now on grade with it.")
+        return redirect(url_for("pages.case", agent_id=agent_id, case_id=case_id), 303)
+    return render_template("case_revise.html", view=view, form=form), form.status
+
+
+@dataclass
+class RevisionForm:
+    """The revise form as shown again: the expectation's text, the note, the ETag it was read
+    at, errors by field, the change (lines, once asked), the status to answer; `saved` once
+    the revision is."""
+
+    text: str
+    note: str
+    etag: str
+    errors: dict[str, list[str]] = field(default_factory=dict)
+    diff: list[tuple[str, str]] = field(default_factory=list)
+    status: int = 200
+    saved: bool = False
+
+
+def _expect_text(body: dict[str, Any]) -> str:
+    return json.dumps(body, indent=2, ensure_ascii=False)
+
+
+def revision_form(
+    agent_id: str,
+    view: service.CaseView,
+    result: dict[str, Any] | None = None,
+    take: str = "",
+    from_test_run: str | None = None,
+) -> RevisionForm:
+    """The revise form's request (the case page's, or a test run's triage): first shown, the
+    case's expectation (or, with a candidate's `result` and `take`, its calls or answer taken
+    into it); posted with `action` "take-calls" or "take-answer", the candidate's taken into
+    what was typed, and the change shown; with "preview", the typed expectation checked and
+    its change shown; with "save", the revision saved (naming `from_test_run`)."""
+    now = service.body_of(view.case.expect)
+    form, posted = request.form, request.method == "POST"
+    action = form.get("action", "")
+    if posted:  # what to take is the button's, once the form is posted
+        take = action.removeprefix("take-") if action.startswith("take-") else ""
+    take = take if take in case_form.TAKES and result is not None else ""
+    typed = now
+    if posted and take:  # into what was typed, if it is an object; else the case's expectation
+        with suppress(DomainError):
+            typed = _json_object(form.get("expect", ""))
+    text = form.get("expect", "") if posted and not take else _expect_text(typed)
+    if take:
+        text = _expect_text(case_form.TAKES[take](typed, result))
+    out = RevisionForm(text, form.get("note", ""), form.get("etag", service.etag(view.case)))
+    if take:
+        out.diff = views.line_diff(_expect_text(now), text)
+    if not posted or take:
+        return out
+    try:
+        body = load(ReviseBody, {**_json_object(text), "note": out.note.strip()})
+        body.pop("fromTestRun", None)  # the page says which run, not the typed expectation
+        asked = {name: value for name, value in body.items() if name != "note"}
+        out.diff = views.line_diff(_expect_text(now), _expect_text(asked))
+        if action == "save":
+            service.revise_case(current_user, agent_id, view.case.id, body, out.etag, from_test_run)
+            out.saved = True
+    except DomainError as err:
+        out.errors = (err.details or {}).get("fields") or {"_body": [err.message]}
+        out.status = err.status
+    return out
 
 
 def _json_object(text: str) -> dict[str, Any]:

@@ -11,10 +11,14 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from flask import Blueprint, Flask, render_template, request
+from flask import Blueprint, Flask, flash, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required
 
 from . import grading, service, views
+from .errors import DomainError
+from .pages import revision_form
+from .schemas.cases import RetireBody
 from .schemas.common import TestSetQuery, load
 from .schemas.test_runs import ComparePageQuery, ResultsQuery, TestSetRunsQuery, test_run_json
 
@@ -131,6 +135,9 @@ def run(agent_id: str, run_id: str):
         "part": args.get("part", ""),
         "outcome_choices": OUTCOME_CHOICES,
         "more_url": found.results.next_cursor and _url_with(cursor=found.results.next_cursor),
+        "done": found.done,
+        "may_publish": found.may_publish,
+        "retired": found.retired,
     }
     template = "_run_results.html" if views.swap() else "run.html"
     return render_template(template, **context), {"Vary": "HX-Request"}
@@ -149,6 +156,59 @@ def progress(agent_id: str, run_id: str):
 def result(agent_id: str, run_id: str, case_id: str):
     view = service.get_result(current_user, agent_id, run_id, case_id)
     return render_template("run_result.html", agent_id=agent_id, run_id=run_id, view=view)
+
+
+@bp.route("/agents/<agent_id>/test-runs/<run_id>/results/<case_id>/revise", methods=["GET", "POST"])
+@login_required
+def triage_revise(agent_id: str, run_id: str, case_id: str):
+    """Revise a case the run failed: the revise form beside the candidate's answer, with a
+    button each to take its calls or its answer into it. Saved, back to the run; in place
+    (htmx), what was done instead of the form."""
+    found = service.triage_case(current_user, agent_id, run_id, case_id)
+    form = revision_form(agent_id, found.view, found.result.row.result, from_test_run=run_id)
+    if form.saved:
+        said = f"{case_id} is revised: runs started from now on grade with it."
+        return _triaged(agent_id, run_id, case_id, said)
+    return _triage_page("_triage_revise.html", found, form=form), form.status
+
+
+@bp.route("/agents/<agent_id>/test-runs/<run_id>/results/<case_id>/retire", methods=["GET", "POST"])
+@login_required
+def triage_retire(agent_id: str, run_id: str, case_id: str):
+    """Retire a case the run failed, saying why. Retired, back to the run; in place (htmx),
+    what was done instead of the form."""
+    found = service.triage_case(current_user, agent_id, run_id, case_id)
+    reason, errors, status = request.form.get("reason", ""), {}, 200
+    if request.method == "POST":
+        try:
+            said = load(RetireBody, {"reason": reason.strip()})["reason"]
+            service.retire_case(current_user, agent_id, case_id, said, run_id)
+            done = f"{case_id} is retired: no test run checks it until it is restored."
+            return _triaged(agent_id, run_id, case_id, done, retired=True)
+        except DomainError as err:
+            errors = (err.details or {}).get("fields") or {"_body": [err.message]}
+            status = err.status
+    return _triage_page("_triage_retire.html", found, reason=reason, errors=errors), status
+
+
+def _triage_page(fragment: str, found: service.TriageCase, **context: Any) -> str:
+    """A triage form: in place in the run's page (htmx), or as a page of its own."""
+    context.update(found=found, inline=views.swap(), fragment=fragment)
+    return render_template(fragment if views.swap() else "run_triage.html", **context)
+
+
+def _triaged(
+    agent_id: str, run_id: str, case_id: str, said: str, *, retired: bool = False
+) -> ResponseReturnValue:
+    """A case revised or retired from the run: in place, what was done and the run's triage
+    again (and, once retired, no more offers for it); as a plain form, back to the run."""
+    if views.swap():
+        done = service.triage_of(run_id)
+        return render_template(
+            "_triage_done.html", said=said, done=done, case_id=case_id, retired=retired
+        )
+    flash(said)
+    return redirect(url_for("runs.run", agent_id=agent_id, run_id=run_id), 303)
 
 
 @bp.get("/agents/<agent_id>/test-runs/<run_id>/compare")

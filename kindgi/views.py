@@ -160,7 +160,7 @@ def case_rows(
     url = html.escape(case_url)
     out = []
     for (added_at, ident, kind, _, run_id, made_on, expect, expert, by_kind, by_id, _, _, _, _,
-         retired_at, _, tags) in rows:  # fmt: skip
+         retired_at, _, tags, _) in rows:  # fmt: skip
         case_id = html.escape(ident)
         chips = (
             "".join(f' <span class="tag">{html.escape(t)}</span>' for t in tags.split(","))

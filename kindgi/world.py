@@ -556,6 +556,7 @@ class _Loader:
             "retired_by_kind": None,
             "retired_by_id": None,
             "retired_at": None,
+            "retired_from_test_run": None,
             **kw,
         }
         retired = e.get("retired")

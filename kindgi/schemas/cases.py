@@ -47,8 +47,16 @@ class Tag(fields.String):
         super().__init__(validate=_tag, **kwargs)
 
 
+FROM_TEST_RUN = {
+    "description": "The test run this was done from, on its page: one that graded the case "
+    "(a test run of another agent or tenant is 404 test-run-not-found; one that did not grade "
+    "the case, 400). The run lists who revised and retired what from it."
+}
+
+
 class RetireBody(StrictSchema):
     reason = fields.String(required=True, validate=nonempty_max(1000))
+    fromTestRun = fields.String(validate=nonempty_max(64), metadata=FROM_TEST_RUN)
 
 
 class ReviseBody(CorrectionBody):
@@ -60,6 +68,7 @@ class ReviseBody(CorrectionBody):
         validate=nonempty_max(1000),
         metadata={"description": "Why the expectation changed."},
     )
+    fromTestRun = fields.String(validate=nonempty_max(64), metadata=FROM_TEST_RUN)
 
 
 class TagsBody(StrictSchema):
@@ -205,10 +214,14 @@ class ExportQuery(TestSetQuery):
     )
 
 
-class RetiredOut(Schema):
+class RetiredOut(OmitEmpty):
+    OPTIONAL = ("fromTestRun",)
     reason = fields.String(required=True)
     by = fields.Nested(Actor, required=True)
     at = Timestamp(required=True)
+    fromTestRun = fields.String(
+        metadata={"description": "The test run it was retired from; left out when none."}
+    )
 
 
 class CaseOut(OmitEmpty):
@@ -249,7 +262,7 @@ class AddedCaseOut(CaseOut):
 CASE_FIELDS = (
     "added_at", "id", "kind", "project_id", "run_id", "made_on", "expect", "expert",
     "added_by_kind", "added_by_id", "updated_at", "retired_reason", "retired_by_kind",
-    "retired_by_id", "retired_at", "revision", "tags",
+    "retired_by_id", "retired_at", "revision", "tags", "retired_from_test_run",
 )  # fmt: skip
 
 
@@ -262,7 +275,8 @@ def case_json(case: Any) -> dict[str, Any]:
     holds the expectation as its stored JSON text, written out as it is.
     """
     (added_at, id_, kind, project_id, run_id, made_on, expect, expert, by_kind, by_id, updated_at,
-     retired_reason, retired_by_kind, retired_by_id, retired_at, revision, tags) = (
+     retired_reason, retired_by_kind, retired_by_id, retired_at, revision, tags,
+     retired_from) = (
         case if isinstance(case, (Row, tuple)) else [getattr(case, name) for name in CASE_FIELDS]
     )  # fmt: skip
     out: dict[str, Any] = {
@@ -283,6 +297,8 @@ def case_json(case: Any) -> dict[str, Any]:
             "by": {"kind": retired_by_kind, "id": retired_by_id},
             "at": rfc3339(retired_at),
         }
+        if retired_from is not None:
+            out["retired"]["fromTestRun"] = retired_from
     if tags:
         out["tags"] = tags.split(",")
     if expert:
@@ -314,6 +330,9 @@ class RevisionOut(Schema):
     note = fields.String()
     by = fields.Nested(Actor, required=True)
     at = Timestamp(required=True)
+    fromTestRun = fields.String(
+        metadata={"description": "The test run it was revised from; left out when none."}
+    )
 
 
 class RevisionList(Schema):
@@ -328,6 +347,8 @@ def revision_json(revision: Any) -> dict[str, Any]:
     if revision.note is not None:
         out["note"] = revision.note
     out.update(by=revision.by, at=rfc3339(revision.at))
+    if revision.from_test_run is not None:
+        out["fromTestRun"] = revision.from_test_run
     return out
 
 

@@ -12,6 +12,7 @@ record commit together. Another tenant's things look exactly like things that do
 - `corrections`: making cases from runs (corrections and hand cases)
 - `revisions`: revising a case's expectation, and its revisions
 - `tags`: tagging cases, one or several at once
+- `triage`: what was revised and retired from a test run's page, and by whom
 - `runs`: recording and listing runs (filtered: the runs inbox's list and the API's)
 - `inbox`: what the runs inbox reads: a page of runs with the filters' choices, a run with the
   cases made from it
@@ -83,7 +84,7 @@ from .results import (
     report,
     send_results,
 )
-from .revisions import Revision, etag, list_revisions, revise_case
+from .revisions import Revision, TriageCase, etag, list_revisions, revise_case, triage_case
 from .run_pages import (
     ComparisonPage,
     HistoryRow,
@@ -107,6 +108,7 @@ from .test_runs import (
     start_test_run,
 )
 from .traces import Ingested, delete_expired_held_spans, ingest_traces
+from .triage import TriageDone, triage_of
 from .versions import diff_versions, list_versions
 
 __all__ = [
@@ -131,6 +133,8 @@ __all__ = [
     "RunView",
     "RunWithCases",
     "TestSetRuns",
+    "TriageCase",
+    "TriageDone",
     "add_hand_case",
     "authenticate",
     "body_of",
@@ -194,6 +198,8 @@ __all__ = [
     "test_set",
     "test_set_health",
     "test_set_runs",
+    "triage_case",
+    "triage_of",
     "user_principal",
     "week_of",
 ]

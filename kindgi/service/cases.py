@@ -25,6 +25,7 @@ from .counts import Counts, page_counts, tally_retirements
 from .identity import Principal
 from .paging import Page, keyset_page, newest_first
 from .run_pages import HistoryRow, case_history
+from .triage import graded_by
 from .versions import as_frozen, find_version, pinned_expect
 
 # What a list shows of a case, in the order `schemas.cases.case_json` reads it (the position first);
@@ -361,12 +362,21 @@ def publishable_case(caller: Principal, agent_id: str, case_id: str) -> Case:
     return case
 
 
-def retire_case(caller: Principal, agent_id: str, case_id: str, reason: str) -> Case:
-    """Take a case out of grading; it stays listed with `include=retired`."""
+def retire_case(
+    caller: Principal,
+    agent_id: str,
+    case_id: str,
+    reason: str,
+    from_test_run: str | None = None,
+) -> Case:
+    """Take a case out of grading; it stays listed with `include=retired`. `from_test_run`
+    names the run it was retired from (one that graded it: `triage.graded_by`)."""
     case = publishable_case(caller, agent_id, case_id)
     if case.retired_at is not None:
         raise CaseRetired()
-    _retire([case], caller, reason)
+    if from_test_run is not None:
+        graded_by(case, from_test_run)
+    _retire([case], caller, reason, from_test_run)
     return case
 
 
@@ -379,9 +389,12 @@ def restore_case(caller: Principal, agent_id: str, case_id: str) -> Case:
     return case
 
 
-def _retire(cases: list[Case], caller: Principal, reason: str) -> None:
+def _retire(
+    cases: list[Case], caller: Principal, reason: str, from_test_run: str | None = None
+) -> None:
     by, now, said = caller.actor, clock(), search.reason_words(reason)
     for case in cases:
+        case.retired_from_test_run = from_test_run
         case.retired_reason, case.retired_by_kind, case.retired_by_id = reason, by["kind"], by["id"]
         case.retired_words = said  # searched by, with the case's own words
         case.retired_at = case.updated_at = now
@@ -393,7 +406,7 @@ def _restore(cases: list[Case]) -> None:
     now = clock()
     for case in cases:
         case.retired_reason = case.retired_by_kind = case.retired_by_id = case.retired_at = None
-        case.retired_words = None
+        case.retired_words = case.retired_from_test_run = None
         case.updated_at = now
     tally_retirements(cases, retiring=False)
     db.session.flush()

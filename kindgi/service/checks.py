@@ -195,6 +195,54 @@ def tags() -> list[str]:
     return breaches
 
 
+def _graded_there(case_id: Any, run_id: Any) -> Any:
+    """The test run `run_id` is of the case's agent and tenant, and graded the case."""
+    return (
+        select(RunCase.case_id)
+        .join(TestRun, TestRun.pk == RunCase.run_pk)
+        .where(
+            TestRun.id == run_id,
+            RunCase.case_id == case_id,
+            TestRun.agent_pk == Case.agent_pk,
+            TestRun.tenant_id == Case.tenant_id,
+        )
+        .exists()
+    )
+
+
+def triage() -> list[str]:
+    """A revision or a retirement made from a test run names a run of the case's agent (and
+    tenant) that graded the case; a case retired from a run is retired. Read down the partial
+    indexes of the rows that name a run."""
+    revised = db.session.execute(
+        select(CaseRevision.case_id, CaseRevision.revision, CaseRevision.from_test_run)
+        .join(Case, Case.id == CaseRevision.case_id)
+        .where(
+            CaseRevision.from_test_run.is_not(None),
+            ~_graded_there(CaseRevision.case_id, CaseRevision.from_test_run),
+        )
+        .order_by(CaseRevision.case_id, CaseRevision.revision)
+    )
+    breaches = [
+        f"case {case_id}'s revision {revision} names test run {run}, which did not grade it"
+        for case_id, revision, run in revised
+    ]
+    retired = db.session.execute(
+        select(Case.id, Case.retired_from_test_run, Case.retired_at)
+        .where(
+            Case.retired_from_test_run.is_not(None),
+            or_(Case.retired_at.is_(None), ~_graded_there(Case.id, Case.retired_from_test_run)),
+        )
+        .order_by(Case.id)
+    )
+    breaches += [
+        f"case {case_id} names test run {run} as retired from it, "
+        + ("and is active" if at is None else "which did not grade it")
+        for case_id, run, at in retired
+    ]
+    return breaches
+
+
 def _chunked(ident: Any, *columns: Any) -> Iterator[Any]:
     """Every row of `ident`'s table (its id, then `columns`), read _WORDS_CHUNK at a time by
     id."""
@@ -387,6 +435,7 @@ RULES: dict[str, Callable[[], list[str]]] = {
     "search words": search_words,
     "case revisions": revisions,
     "case tags": tags,
+    "triage from test runs": triage,
     "idempotency answers": idempotency_answers,
     "test run tallies": run_tallies,
     "runs made cases": runs_cased,

@@ -20,11 +20,13 @@ from ..database import db
 from ..errors import CaseChanged, CaseRetired, IfMatchRequired, NoChange
 from ..models import Case, CaseRevision, Snapshot
 from . import search
-from .cases import publishable_case, readable_case
+from .cases import CaseView, publishable_case, readable_case, revisable_case
 from .common import clock, sql
 from .corrections import check_items, expect_of
 from .counts import note_change
 from .identity import Principal
+from .results import ResultView, get_result
+from .triage import graded_by
 
 
 def etag(case: Any) -> str:
@@ -33,11 +35,17 @@ def etag(case: Any) -> str:
 
 
 def revise_case(
-    caller: Principal, agent_id: str, case_id: str, body: dict[str, Any], if_match: str | None
+    caller: Principal,
+    agent_id: str,
+    case_id: str,
+    body: dict[str, Any],
+    if_match: str | None,
+    from_test_run: str | None = None,
 ) -> Case:
     """A new expectation for the case (the add-case body, without `runId`) with a `note` saying
     why, given the ETag read: 428 without one, 412 when stale, 409 when the case is retired or
-    the expectation is the one it has."""
+    the expectation is the one it has. `from_test_run` names the run it was revised from (one
+    that graded it: `triage.graded_by`)."""
     case = publishable_case(caller, agent_id, case_id)
     if if_match is None:
         raise IfMatchRequired()
@@ -48,6 +56,8 @@ def revise_case(
     expect = expect_of(body)
     if expect == case.expect:
         raise NoChange()
+    if from_test_run is not None:
+        graded_by(case, from_test_run)
     snapshot = db.session.get(Snapshot, case.run_id)
     assert snapshot is not None  # a case's run keeps its snapshot (`kindgi check`)
     check_items(body.get("items", []), snapshot.output)
@@ -56,6 +66,7 @@ def revise_case(
     if case.revision == 1:  # its first revision keeps the expectation it was added with
         rows.append(_revision_row(case, 1, case.expect, None, case.added_by, case.added_at))
     rows.append(_revision_row(case, case.revision + 1, expect, body["note"], by, now))
+    rows[-1]["from_test_run"] = from_test_run
     sql().execute(CaseRevision.__table__.insert(), rows)
     case.expect, case.revision, case.updated_at = expect, case.revision + 1, now
     case.search_text = search.document(
@@ -88,6 +99,7 @@ def _revision_row(
         "by_kind": by["kind"],
         "by_id": by["id"],
         "at": at,
+        "from_test_run": None,
     }
 
 
@@ -100,6 +112,7 @@ class Revision:
     note: str | None
     by: dict[str, str]
     at: datetime
+    from_test_run: str | None = None  # the test run it was revised from, on its page
 
 
 def list_revisions(caller: Principal, agent_id: str, case_id: str) -> tuple[Case, list[Revision]]:
@@ -113,6 +126,24 @@ def list_revisions(caller: Principal, agent_id: str, case_id: str) -> tuple[Case
     if not rows:
         return case, [Revision(1, case.expect, None, case.added_by, case.added_at)]
     return case, [
-        Revision(r.revision, r.expect, r.note, {"kind": r.by_kind, "id": r.by_id}, r.at)
+        Revision(
+            r.revision, r.expect, r.note, {"kind": r.by_kind, "id": r.by_id}, r.at, r.from_test_run
+        )
         for r in rows
     ]
+
+
+@dataclass
+class TriageCase:
+    """A failing case of a test run, to revise or retire from the run's page: the case as it
+    stands, and its result in the run (what the candidate answered)."""
+
+    view: CaseView
+    result: ResultView
+
+
+def triage_case(caller: Principal, agent_id: str, run_id: str, case_id: str) -> TriageCase:
+    """A case of a run, for a caller who may publish in its project: 404 for a run or case
+    the caller can't see (or a case the run did not have), 403 for a reader."""
+    result = get_result(caller, agent_id, run_id, case_id)
+    return TriageCase(revisable_case(caller, agent_id, case_id), result)

@@ -7,7 +7,7 @@ tallies, lists are keyset pages, and the runs a page offers are the newest few.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -15,12 +15,13 @@ from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import aliased
 
 from ..database import db
-from ..models import AgentProject, RunCase, TestRun
-from .access import readable
+from ..models import AgentProject, Case, RunCase, TestRun
+from .access import grants, readable
 from .identity import Principal
 from .paging import Page
 from .results import Comparison, compare, results_of
 from .test_runs import RunView, list_test_runs, run_to_read
+from .triage import TriageDone, triage_of
 from .versions import list_versions
 
 CHOICES = 50  # the runs a comparison offers as baselines
@@ -32,10 +33,15 @@ SETTLED = ("pass", "fail", "error")  # the outcomes that can tell a flaky case
 
 @dataclass
 class RunPage:
-    """A run with one page of its results, as the filters ask."""
+    """A run with one page of its results, as the filters ask; what was revised and retired
+    from it, by whom; and for a caller who may publish in its project (`may_publish`: the page
+    offers to revise or retire its failing cases), which of the page's cases are retired."""
 
     view: RunView
     results: Page
+    done: list[TriageDone] = field(default_factory=list)
+    may_publish: bool = False
+    retired: set[str] = field(default_factory=set)
 
 
 def run_page(
@@ -48,10 +54,27 @@ def run_page(
     limit: int = 25,
     cursor: str | None = None,
 ) -> RunPage:
-    """The run page's reads: the run (its tallies) and one keyset page of its results."""
+    """The run page's reads: the run (its tallies), one keyset page of its results, and its
+    triage."""
     agent, run = run_to_read(caller, agent_id, run_id)
     page = results_of(caller, run, outcome=outcome, part=part, limit=limit, cursor=cursor)
-    return RunPage(RunView(run, agent.id), page)
+    found = RunPage(RunView(run, agent.id), page, triage_of(run.id))
+    found.may_publish = grants(caller, agent, run.project_id).may_publish
+    if found.may_publish:
+        failing = [row.case_id for row in page.items if row.outcome == "fail"]
+        found.retired = _retired(failing)
+    return found
+
+
+def _retired(case_ids: list[str]) -> set[str]:
+    """Which of these cases (a page's) are retired."""
+    if not case_ids:
+        return set()
+    return set(
+        db.session.scalars(
+            select(Case.id).where(Case.id.in_(case_ids), Case.retired_at.is_not(None))
+        )
+    )
 
 
 @dataclass
