@@ -478,7 +478,9 @@ def new_case(agent_id: str):
     else:
         errors = {}  # a form being filled in is not judged yet
     tools = [row["tool"] for row in shown["shouldCall"] if row["tool"]]
-    alike = service.look_alikes(current_user, agent_id, project_id, run and run.id, tools)
+    alike = service.look_alikes(
+        current_user, agent_id, project_id, run and run.id, tools, run and run.input
+    )
     extra = form.get("more")
     rows = {
         "shouldCall": max(len(shown["shouldCall"]) + (extra == "shouldCall"), CASE_ROWS),

@@ -7,10 +7,13 @@ The set is acme.drafting in P1: the world's cor-1 and case-2 active, case-1 reti
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from conftest import AGENT, P1, ok, refused, sign_in
+
+from kindgi.service.search import telling_words
 
 V = f"/v1/agents/{AGENT}"
 CASES = f"{V}/test-set/cases"
@@ -207,3 +210,25 @@ def test_the_add_case_form_shows_the_cases_that_look_alike(client, api):
     assert '/test-set/cases/case-1"' not in picked  # retired
     typed = client.get(f"{form}&shouldCall-0-tool=search").text
     assert "decisions wrong: call search" in typed
+
+
+def test_a_case_asked_much_the_same_and_expecting_the_same_tools_looks_alike_first(client, api):
+    """Issue 24: past the run's own, the cases that expect the tools typed and whose run was
+    asked the picked run's most telling words (run-1 was asked "Draft a lease clause") come
+    before those that only expect the same tools."""
+    search = {"decisions": "wrong", "shouldCall": [{"tool": "search"}]}
+    asked = {"q": "Please draft the lease CLAUSE for a tenant"}
+    alike_run = ok(api.post(f"/v1/agents/{AGENT}/runs", {"projectId": P1, "version": "1.0.0",
+                                                          "status": "finished", "input": asked}),
+                   201)["id"]  # fmt: skip
+    alike = ok(api.post(CASES, {"runId": alike_run, **search}), 201)["id"]
+    other = ok(api.post(CASES, {"runId": "run-2", **search}), 201)["id"]  # asked "Second"
+    elsewhere = ok(api.post(CASES, {"runId": alike_run, "decisions": "right"}), 201)["id"]
+    sign_in(client, "publisher@acme.test", "publisher-pass-1")
+    form = f"/agents/{AGENT}/test-set/cases/new?projectId={P1}&runId=run-1"
+    shown = client.get(f"{form}&shouldCall-0-tool=search").text
+    listed = re.findall(r'<li><a href="/agents/[^/]+/test-set/cases/([^"]+)"', shown)
+    own = [case for case in listed if case in ("cor-1", "case-2")]
+    assert listed.index(alike) == len(own) < listed.index(other)  # right after the run's own
+    assert elsewhere not in listed  # asked alike, expecting no `search`
+    assert telling_words({"q": "Draft a lease clause"}, 3) == ["clause", "draft", "lease"]

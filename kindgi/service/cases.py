@@ -215,21 +215,42 @@ def list_cases(caller: Principal, agent_id: str, project_id: str, **filters: Any
     return _cases_of(caller, agent, project_id, **filters)
 
 
+ALIKE, ALIKE_EACH = 10, 5  # look-alikes shown at most, and read at most a query
+ASKED_WORDS = 3  # the words of an input that make another input look alike
+
+
 def look_alikes(
-    caller: Principal, agent_id: str, project_id: str, run_id: str | None, tools: list[str]
+    caller: Principal,
+    agent_id: str,
+    project_id: str,
+    run_id: str | None,
+    tools: list[str],
+    asked: Any = None,
 ) -> list[Any]:
-    """Active cases that look like one being added (rows of the list): its run's, then those
-    whose expectation names a tool it expects (a few of each tool's newest), each once, ten
-    at most: the add-case form shows them so that an expert rarely adds a duplicate."""
+    """Active cases that look like one being added (rows of the list), most alike first, each
+    once, ALIKE at most: the add-case form shows them so that an expert rarely adds a
+    duplicate. Its run's own; then those that expect the tools it expects (the first three)
+    and whose words have the most telling words of what its run was asked (`asked`:
+    `search.telling_words`); then a few of each tool's newest.
+
+    Each is a keyset page of the list (the newest ALIKE_EACH), the input's words a search as
+    the list's `q` is: a few index steps whatever the set's size."""
     agent, _ = readable(caller, agent_id, project_id)
     found: dict[str, Any] = {}
+
+    def add(limit: int = ALIKE_EACH, **filters: Any) -> None:
+        for row in _cases_of(caller, agent, project_id, limit=limit, **filters).items:
+            found.setdefault(row.id, row)
+
+    expected = sorted(set(tools))[:3]
     if run_id:
-        for row in _cases_of(caller, agent, project_id, run_id=run_id, limit=10).items:
-            found.setdefault(row.id, row)
-    for tool in sorted(set(tools))[:3]:
-        for row in _cases_of(caller, agent, project_id, tool=tool, limit=5).items:
-            found.setdefault(row.id, row)
-    return list(found.values())[:10]
+        add(run_id=run_id, limit=ALIKE)
+    said = search.telling_words(asked, ASKED_WORDS)
+    if said:
+        add(q=" ".join(said), tool=expected or None)
+    for tool in expected:
+        add(tool=tool)
+    return list(found.values())[:ALIKE]
 
 
 MAX_COUNTED = 10_000  # past this many matches the page says "over 10,000"

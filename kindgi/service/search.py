@@ -131,6 +131,14 @@ def run_words(input_: Any, output: Any) -> str:
     return " ".join(distinct([*_strings(input_), *_strings(output)]))
 
 
+def telling_words(value: Any, most: int) -> list[str]:
+    """The `most` longest words of the text in a JSON value (a run's input), each once, the
+    first found first among the same length: the rarest, most likely, so a search for all of
+    them finds what was asked much the same, and cheaply (a long word's matches are few)."""
+    said = distinct(_strings(value))
+    return sorted(said, key=len, reverse=True)[:most]
+
+
 def document(expect_part: str, run_part: str) -> str:
     """A case's words (without the retire reason's) as the column stores them: its
     expectation's, then its run's (each part's words once; made once for many cases in a bulk
