@@ -1,4 +1,4 @@
-"""Triage from a test run (docs/design.md §9.11) through the Flask client: a run's failing case
+"""Triage from a test run (docs/design.md §9.12) through the Flask client: a run's failing case
 is revised (the candidate's calls or answer taken into the form) or retired from the run's page,
 as a plain form that goes back to the run or in place (htmx); the run says who did what from it;
 the API takes `fromTestRun`; `kindgi check` holds. Refusals change nothing; readers see no

@@ -1,4 +1,4 @@
-"""Triage from a test run (docs/design.md §9.11): a revision made from a run's page names the
+"""Triage from a test run (docs/design.md §9.12): a revision made from a run's page names the
 run (`case_revisions.from_test_run`), and so does a retirement (`cases.retired_from_test_run`),
 so the run can say what its experts did from it. Each has a partial index: the run page counts
 its few rows, whatever the set's size.
