@@ -75,7 +75,7 @@ def test_several_cases_are_tagged_at_once(api):
 
 
 def test_every_tag_comes_off_many_cases_at_once(api):
-    """60 cases × 20 tags: taken off by one statement, not an OR of 1,200 pairs (past SQLite's
+    """60 cases of 20 tags each: taken off by one statement, not an OR of 1,200 pairs (past SQLite's
     expression depth of 1,000, which was a 500)."""
     body = {"runId": "run-2", "answer": "right"}
     ids = [ok(api.post(CASES, body, as_="publisher"), 201)["id"] for _ in range(60)]
