@@ -82,24 +82,23 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+# Python's types as JSON names them, bool before int (a bool is an int to Python)
+_JSON_TYPES = (
+    (bool, "boolean"),
+    (int, "integer"),
+    (float, "number"),
+    (str, "string"),
+    (list, "array"),
+    (dict, "object"),
+)
+
+
 def json_type(value: Any) -> str | None:
     """The JSON type of a value as written: 3 is an integer, 3.0 a number (JSON Schema would
     call both integers); None for what JSON has no name for."""
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return None
+    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), None)
 
 
 def _type_fits(wanted: str, value: Any) -> bool:

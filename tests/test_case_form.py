@@ -257,8 +257,9 @@ def press(page: Page, name: str) -> None:
     expect(page.locator("#case-form[data-old]")).to_have_count(0)
 
 
-@needs_chromium
-def test_an_expert_makes_a_case_from_a_run_by_taking_its_calls_and_ranking_its_list(page, server):
+def open_a_new_run_in_the_form(page: Page, server: str) -> dict[str, Any]:
+    """Record a finished run through the API, then, as a publisher, find it on the add-case
+    form and show it there (swapped in with JavaScript, a new page without); the run."""
     run = api(
         server,
         "POST",
@@ -274,6 +275,12 @@ def test_an_expert_makes_a_case_from_a_run_by_taking_its_calls_and_ranking_its_l
     if not page.js:  # type: ignore[attr-defined]
         press(page, "Show this run")
     expect(page.get_by_role("heading", name=f"Run {run['id']}")).to_be_visible()
+    return run
+
+
+@needs_chromium
+def test_an_expert_makes_a_case_from_a_run_by_taking_its_calls_and_ranking_its_list(page, server):
+    run = open_a_new_run_in_the_form(page, server)
     expect(page.get_by_text('"q": "leases"')).to_be_visible()  # its input, shown
 
     press(page, "Should call search, call 1")
@@ -312,21 +319,7 @@ def test_an_expert_makes_a_case_from_a_run_by_taking_its_calls_and_ranking_its_l
 
 @needs_chromium
 def test_an_expert_says_what_a_right_argument_is_and_that_nothing_else_is(page, server):
-    run = api(
-        server,
-        "POST",
-        f"/agents/{AGENT}/runs",
-        json={"projectId": P1, "version": "1.2.0", "status": "finished", "input": {"q": "leases"},
-              "output": OUTPUT, "calls": CALLS},
-    )  # fmt: skip
-    sign_in(page, server, "publisher@acme.test", "publisher-pass-1")
-    page.goto(server + NEW_CASE)
-    page.get_by_label("Find a run by id").fill(run["id"])
-    press(page, "Find")
-    page.locator(f"input[name=runId][value='{run['id']}']").check()
-    if not page.js:  # type: ignore[attr-defined]
-        press(page, "Show this run")
-    expect(page.get_by_role("heading", name=f"Run {run['id']}")).to_be_visible()  # swapped in
+    open_a_new_run_in_the_form(page, server)
     press(page, "Should call search, call 1")
     page.locator("#shouldCall-0-args").fill('{"limit": 3}')
     page.locator("#shouldCall-0-arg").fill("q")

@@ -7,12 +7,7 @@ from typing import Any
 from marshmallow import Schema, fields
 
 from .common import Timestamp, rfc3339
-
-
-class RecordOutcomes(Schema):
-    passed = fields.Integer(required=True, data_key="pass")
-    fail = fields.Integer(required=True)
-    error = fields.Integer(required=True)
+from .test_runs import GradedTallies
 
 
 class CaseRecordOut(Schema):
@@ -21,7 +16,7 @@ class CaseRecordOut(Schema):
         required=True,
         metadata={"description": "Of the set's last 50 done full runs, those it was in."},
     )
-    outcomes = fields.Nested(RecordOutcomes, required=True)
+    outcomes = fields.Nested(GradedTallies, required=True)
     failedBy = fields.List(
         fields.String(),
         required=True,
