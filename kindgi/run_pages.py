@@ -33,6 +33,7 @@ OUTCOME_CHOICES = (
     ("pending", "Waiting for the judge"),
     ("ungraded", "Ungraded"),
 )
+BACK = ("outcome", "part", "cursor")  # what a triage keeps of the run page it came from
 CHANGE_NAMES = {
     "regressed": "Regressed",
     "fixed": "Fixed",
@@ -135,6 +136,7 @@ def run(agent_id: str, run_id: str):
         "part": args.get("part", ""),
         "outcome_choices": OUTCOME_CHOICES,
         "more_url": found.results.next_cursor and _url_with(cursor=found.results.next_cursor),
+        "back": _back(),
         "done": found.done,
         "may_publish": found.may_publish,
         "retired": found.retired,
@@ -193,7 +195,7 @@ def triage_retire(agent_id: str, run_id: str, case_id: str):
 
 def _triage_page(fragment: str, found: service.TriageCase, **context: Any) -> str:
     """A triage form: in place in the run's page (htmx), or as a page of its own."""
-    context.update(found=found, inline=views.swap(), fragment=fragment)
+    context.update(found=found, inline=views.swap(), fragment=fragment, back=_back())
     return render_template(fragment if views.swap() else "run_triage.html", **context)
 
 
@@ -208,7 +210,13 @@ def _triaged(
             "_triage_done.html", said=said, done=done, case_id=case_id, retired=retired
         )
     flash(said)
-    return redirect(url_for("runs.run", agent_id=agent_id, run_id=run_id), 303)
+    return redirect(url_for("runs.run", agent_id=agent_id, run_id=run_id, **_back()), 303)
+
+
+def _back() -> dict[str, str]:
+    """The run page's filters and place (`outcome`, `part`, `cursor`) as this request has them:
+    its triage links carry them, and a triage goes back to the page as it was."""
+    return {name: request.args[name] for name in BACK if request.args.get(name)}
 
 
 @bp.get("/agents/<agent_id>/test-runs/<run_id>/compare")

@@ -91,6 +91,7 @@ def test_an_expert_triages_a_runs_failures_from_its_page(page: Page, server):
         page.get_by_label("Why it changes").fill("It says the period.")
     page.get_by_role("button", name="Save the revision").click()
     expect(page.get_by_text(f"{first} is revised")).to_be_visible()
+    expect(page).to_have_url(at)  # in place, or back to the run's page as it was
     expect(done).to_have_text("From this run: 1 revised by u-publisher.")
 
     row_of(page, second).get_by_role("link", name=f"Retire {second}").click()

@@ -143,10 +143,13 @@ def test_the_candidates_answer_is_taken_as_what_the_case_should_say(client, api)
 def test_a_plain_form_retires_the_case_from_the_run(client, api):
     case, run = failed(api)
     token = publisher(client)
-    url = triage(run, case, "retire")
-    assert 'name="reason"' in client.get(url).text
+    listed = f"{run_page(run)}?outcome=fail"  # the run page as it was: the triage keeps it
+    assert f'href="{triage(run, case, "retire")}?outcome=fail"' in client.get(listed).text
+    url = f"{triage(run, case, 'retire')}?outcome=fail"
+    form = client.get(url).text
+    assert 'name="reason"' in form and f'action="{url}"' in form and f'href="{listed}"' in form
     done = client.post(url, data={"csrf_token": token, "reason": "  Obsolete: no lookups.  "})
-    assert done.status_code == 303 and done.headers["Location"].endswith(run_page(run))
+    assert done.status_code == 303 and done.headers["Location"].endswith(listed)
     retired = ok(api.get(f"{CASES}/{case['id']}"))["retired"]
     assert retired["reason"] == "Obsolete: no lookups." and retired["fromTestRun"] == run["id"]
     back = client.get(run_page(run)).text
