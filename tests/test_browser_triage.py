@@ -71,6 +71,8 @@ def test_an_expert_triages_a_runs_failures_from_its_page(page: Page, server):
 
     row_of(page, first).get_by_role("link", name=f"Revise the expectation of {first}").click()
     box = page.get_by_label("What it expects")
+    if page.js:  # type: ignore[attr-defined]
+        expect(box).to_be_focused()  # opened in place, where the typing starts
     assert json.loads(box.input_value())["shouldCall"] == [{"tool": "lookup", "args": {}}]
     take = "calls" if page.js else "answer"  # type: ignore[attr-defined]
     page.get_by_role("button", name=f"Take the candidate's {take}").click()
@@ -95,6 +97,8 @@ def test_an_expert_triages_a_runs_failures_from_its_page(page: Page, server):
     expect(done).to_have_text("From this run: 1 revised by u-publisher.")
 
     row_of(page, second).get_by_role("link", name=f"Retire {second}").click()
+    if page.js:  # type: ignore[attr-defined]
+        expect(page.get_by_label("Why it is retired")).to_be_focused()
     page.get_by_role("button", name="Retire the case").click()  # no reason: refused
     expect(page.locator("input[name=reason][aria-invalid=true]")).to_be_visible()
     page.get_by_label("Why it is retired").fill("Lookups are gone.")
