@@ -254,6 +254,14 @@ class Case(db.Model):
     # indexes both (FTS5 on SQLite, `search` on PostgreSQL).
     search_text: Mapped[str | None] = mapped_column(Text, deferred=True)
     retired_words: Mapped[str | None] = mapped_column(Text, deferred=True)
+    # Its stance (`kindgi.stance`), written with its expectation: the parts it has and those
+    # it says were right (bits), its run's input's key, the tools it wants called and those it
+    # forbids, so a quick run's draw and the set's health read no JSON (migration 0016)
+    parts: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
+    rights: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
+    input_key: Mapped[str | None] = mapped_column(String(16))
+    wants: Mapped[list[str] | None] = mapped_column(JSON(none_as_null=True))
+    forbids: Mapped[list[str] | None] = mapped_column(JSON(none_as_null=True))
 
     __table_args__ = (Index("ix_cases_list", "agent_pk", "project_id", "added_at", "id"),)
 
@@ -412,6 +420,8 @@ class VersionMember(db.Model):
     case_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     expert: Mapped[bool] = mapped_column(Boolean)
     revision: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
+    # the parts of that revision's expectation (bits, `kindgi.stance`): a quick run's strata
+    parts: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
 
 
 class TestRun(db.Model):

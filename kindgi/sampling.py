@@ -17,8 +17,11 @@ from __future__ import annotations
 import math
 import random
 from bisect import bisect_left
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
+from typing import NamedTuple
 
 from .grading import wilson
 
@@ -31,10 +34,9 @@ ALLOCATIONS = ("neyman", "proportional")
 VERDICTS = ("passes", "fails", "can't tell")
 
 
-@dataclass(frozen=True)
-class Unit:
+class Unit(NamedTuple):
     """A case of the version as the draw sees it: its parts (e.g. "answer+decisions") and its
-    prior pass rate (None: no done run has graded it)."""
+    prior pass rate (None: no done run has graded it). A tuple: a draw makes one a case."""
 
     case_id: str
     parts: str
@@ -82,17 +84,32 @@ def band(prior: float | None) -> str:
 
 
 def _strata(units: Sequence[Unit], size: int, plain: bool) -> dict[str, list[Unit]]:
-    """The units by stratum: by parts and band; by band alone when the sample is too small to
-    give every (parts, band) stratum two cases; one stratum when plain, with no history, or
-    when even the bands are too many."""
-    if not plain and any(u.prior is not None for u in units):
-        for key in (lambda u: f"{u.parts}|{band(u.prior)}", lambda u: band(u.prior)):
-            groups: dict[str, list[Unit]] = {}
-            for unit in units:
-                groups.setdefault(key(unit), []).append(unit)
-            if len(groups) * MIN_PER_STRATUM <= size:
-                return groups
+    """The units (in the order given) by stratum: by parts and band; by band alone when the
+    sample is too small to give every (parts, band) stratum two cases; one stratum when plain,
+    with no history, or when even the bands are too many. Each unit's band is worked out once
+    per prior rate (a large set has few)."""
+    if plain:
+        return {"all": list(units)}
+    bands: dict[float | None, str] = {}
+    fine: dict[tuple[str, str], list[Unit]] = defaultdict(list)
+    for unit in units:
+        named = bands.get(unit.prior)
+        if named is None:
+            named = bands[unit.prior] = band(unit.prior)
+        fine[unit.parts, named].append(unit)
+    if set(bands) == {None}:  # no history
+        return {"all": list(units)}
+    if len(fine) * MIN_PER_STRATUM <= size:
+        return {f"{parts}|{named}": group for (parts, named), group in fine.items()}
+    if len(set(bands.values())) * MIN_PER_STRATUM <= size:
+        coarse: dict[str, list[Unit]] = defaultdict(list)
+        for (_, named), group in fine.items():
+            coarse[named] += group
+        return {named: sorted(group, key=_BY_ID) for named, group in coarse.items()}
     return {"all": list(units)}
+
+
+_BY_ID = itemgetter(0)  # a unit's case id
 
 
 def _prior(units: list[Unit]) -> float:
@@ -136,7 +153,7 @@ def draw(
 ) -> Sample:
     """Draw `size` of the units (0 < size < their number), stratified unless `plain` (or there is
     no history); the same units, size, seed and allocation always draw the same cases."""
-    ordered = sorted(units, key=lambda u: u.case_id)
+    ordered = sorted(units, key=_BY_ID)
     if not 0 < size < len(ordered):
         raise ValueError(f"a sample of {size} from {len(ordered)} cases")
     if allocation not in ALLOCATIONS:

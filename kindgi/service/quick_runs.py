@@ -13,65 +13,40 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from sqlalchemy import Select, case, func, literal, select
+from sqlalchemy import Select, func, select
 
 from .. import sampling
 from ..errors import bad_input
-from ..grading import PARTS
-from ..models import Case, CaseRecord, RunCase, TestRun
-from .common import dialect, sql
+from ..models import CaseRecord, RunCase, TestRun, VersionMember
+from ..stance import PARTS_NAMED
+from .common import sql
 
 SEED_BOUND = 2**31
 
 
-def prior_rates(agent_pk: int, project_id: str) -> dict[str, float]:
-    """Each case's pass rate (pass over pass and fail) in the test set's last 50 done full runs,
-    from the cases' records (`service.records`), for the cases that passed or failed there."""
-    rows = sql().execute(
-        select(CaseRecord.case_id, CaseRecord.passed, CaseRecord.failed).where(
-            CaseRecord.agent_pk == agent_pk,
-            CaseRecord.project_id == project_id,
-            CaseRecord.passed + CaseRecord.failed > 0,
-        )
-    )
-    return {case_id: wins / (wins + losses) for case_id, wins, losses in rows}
-
-
-# The parts a case is graded on, as a stratum names them ("decisions+answer"), by the bits of
-# `_parts_code`: a part's bit is 2 ** its place in PARTS
-PARTS_NAMED = [
-    "+".join(part for i, part in enumerate(PARTS) if code >> i & 1)
-    for code in range(2 ** len(PARTS))
-]
-
-
-def _parts_code() -> Any:
-    """Which parts a case's expectation has, as bits, read by the database (decoding every
-    expectation's JSON in Python cost most of a large draw's time)."""
-    if dialect() == "sqlite":
-        has = [func.json_type(Case.expect, f"$.{part}").is_not(None) for part in PARTS]
-    else:
-        has = [Case.expect.op("->")(literal(part)).is_not(None) for part in PARTS]
-    return sum((case((h, 2**i), else_=0) for i, h in enumerate(has)), literal(0))
-
-
 def draw_sample(run: TestRun, members: Select[Any], asked: dict[str, Any]) -> int:
-    """Draw the run's sample from `members` (a query of the case ids it would otherwise have)
-    and give the run its cases; the sample's size. A size not below the cases is 400, which
-    leaves the run unmade."""
-    ids = members.subquery()
-    population = sql().execute(select(Case.id, _parts_code()).where(Case.id.in_(select(ids)))).all()
+    """Draw the run's sample from `members` (a query of the version's members it would otherwise
+    have) and give the run its cases; the sample's size. Each case is read as its member's
+    parts (stored when frozen) and its record's passes and fails (one narrow row each, no JSON).
+    A size not below the cases is 400, which leaves the run unmade."""
+    population = sql().execute(
+        members.with_only_columns(
+            VersionMember.case_id, VersionMember.parts, CaseRecord.passed, CaseRecord.failed
+        ).outerjoin(CaseRecord, CaseRecord.case_id == VersionMember.case_id)
+    )
+    units = [
+        sampling.Unit(c, PARTS_NAMED[code], wins / (wins + losses) if wins or losses else None)
+        for c, code, wins, losses in population
+    ]
     size = asked["size"]
-    if size >= len(population):
-        raise bad_input({"sample.size": [f"Must be less than the {len(population)} cases."]})
+    if size >= len(units):
+        raise bad_input({"sample.size": [f"Must be less than the {len(units)} cases."]})
     seed = asked["seed"] if "seed" in asked else secrets.randbelow(SEED_BOUND)
-    prior = prior_rates(run.agent_pk, run.project_id)
-    units = [sampling.Unit(c, PARTS_NAMED[code], prior.get(c)) for c, code in population]
     drawn = sampling.draw(units, size, seed)
     run.sample = {
         "size": size,
         "seed": seed,
-        "population": len(population),
+        "population": len(units),
         "strata": [[s.key, s.population, s.drawn, s.prior] for s in drawn.strata],
     }
     sql().execute(
