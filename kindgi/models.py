@@ -484,9 +484,9 @@ class RunCase(db.Model):
 
 
 class CaseRecord(db.Model):
-    """A case's record over its set's last 50 done full runs (`service.records`), rewritten for
-    the cases of each run that ends and of the run it pushes out of the window, so reading it
-    is one row."""
+    """A case's record over its set's last 50 done full runs (`service.records`), brought up to
+    date for the cases of each run that ends and of the run it pushes out of the window, so
+    reading it is one row."""
 
     __tablename__ = "case_records"
     case_id: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -501,6 +501,11 @@ class CaseRecord(db.Model):
     separation: Mapped[float | None] = mapped_column(Float)
     last_failed: Mapped[datetime | None] = mapped_column(DateTime)
     streak: Mapped[int] = mapped_column(Integer)  # its newest runs in a row that did not pass
+    # what the rest is counted from, so a run's end changes a record without the window's rows
+    # (migration 0016): each candidate's [pass, fail, error], and the moments [n, Σy, Σx, Σxy,
+    # Σx²] of passing it (y) against the runs' pass rates (x, in units of 2**-32)
+    by_candidate: Mapped[dict[str, list[int]]] = mapped_column(JSON)
+    moments: Mapped[list[int]] = mapped_column(JSON)
 
     __table_args__ = (Index("ix_case_records_set", "agent_pk", "project_id"),)
 
