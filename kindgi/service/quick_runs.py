@@ -13,7 +13,7 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Float, Select, cast, func, select
 
 from .. import sampling
 from ..errors import bad_input
@@ -24,29 +24,37 @@ from .common import sql
 SEED_BOUND = 2**31
 
 
+def _pooled(members: Select[Any]) -> dict[tuple[str, str], sampling.Pool]:
+    """The cases of `members` (a query of version members) pooled by parts and band
+    (`sampling.pools`): one narrow row a case, its member's parts (bits, stored when frozen)
+    and its record's prior pass rate; no JSON, and no object a case but its id."""
+    prior = cast(CaseRecord.passed, Float) / func.nullif(CaseRecord.passed + CaseRecord.failed, 0)
+    rows = sql().execute(
+        members.with_only_columns(VersionMember.case_id, VersionMember.parts, prior).outerjoin(
+            CaseRecord, CaseRecord.case_id == VersionMember.case_id
+        )
+    )
+    return {
+        (PARTS_NAMED[code], named): pool
+        for (code, named), pool in sampling.pools(rows.all()).items()
+    }
+
+
 def draw_sample(run: TestRun, members: Select[Any], asked: dict[str, Any]) -> int:
     """Draw the run's sample from `members` (a query of the version's members it would otherwise
-    have) and give the run its cases; the sample's size. Each case is read as its member's
-    parts (stored when frozen) and its record's passes and fails (one narrow row each, no JSON).
-    A size not below the cases is 400, which leaves the run unmade."""
-    population = sql().execute(
-        members.with_only_columns(
-            VersionMember.case_id, VersionMember.parts, CaseRecord.passed, CaseRecord.failed
-        ).outerjoin(CaseRecord, CaseRecord.case_id == VersionMember.case_id)
-    )
-    units = [
-        sampling.Unit(c, PARTS_NAMED[code], wins / (wins + losses) if wins or losses else None)
-        for c, code, wins, losses in population
-    ]
+    have) and give the run its cases; the sample's size. A size not below the cases is 400,
+    which leaves the run unmade."""
+    pooled = _pooled(members)
+    population = sum(len(pool.ids) for pool in pooled.values())
     size = asked["size"]
-    if size >= len(units):
-        raise bad_input({"sample.size": [f"Must be less than the {len(units)} cases."]})
+    if size >= population:
+        raise bad_input({"sample.size": [f"Must be less than the {population} cases."]})
     seed = asked["seed"] if "seed" in asked else secrets.randbelow(SEED_BOUND)
-    drawn = sampling.draw(units, size, seed)
+    drawn = sampling.draw_pools(pooled, size, seed)
     run.sample = {
         "size": size,
         "seed": seed,
-        "population": len(units),
+        "population": population,
         "strata": [[s.key, s.population, s.drawn, s.prior] for s in drawn.strata],
     }
     sql().execute(
