@@ -144,6 +144,10 @@ def _empty(case_id: str, agent_pk: int, project_id: str) -> dict[str, Any]:
 
 
 _COLUMN = {"pass": "passed", "fail": "failed", "error": "errored"}
+# What a record is counted on from (the rest, `_settled` works out again)
+_COUNTED_NAMES = ["case_id", "agent_pk", "project_id", "runs", *_COLUMN.values(), "by_candidate",
+                  "moments", "last_failed", "streak"]  # fmt: skip
+_COUNTED_FROM = [CaseRecord.__table__.c[name] for name in _COUNTED_NAMES]
 
 
 def _tally(row: dict[str, Any], outcome: str, candidate: str, rate: int | None, by: int) -> None:
@@ -220,10 +224,8 @@ def run_done(run: TestRun) -> None:
         .where(RunCase.run_pk.in_(list(ran)), RunCase.outcome.in_(COUNTED))
         .distinct()
     )
-    kept = {
-        row.case_id: row._asdict()
-        for row in conn.execute(select(CaseRecord.__table__).where(CaseRecord.case_id.in_(touched)))
-    }
+    counted = select(*_COUNTED_FROM).where(CaseRecord.case_id.in_(touched))
+    kept = {row[0]: dict(zip(_COUNTED_NAMES, row, strict=True)) for row in conn.execute(counted)}
     rows = []
     for case_id, outcomes in had.items():
         row = kept.get(case_id) or _empty(case_id, run.agent_pk, run.project_id)
