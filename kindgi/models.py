@@ -228,7 +228,7 @@ class Case(db.Model):
     tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id"))
     agent_pk: Mapped[int] = mapped_column(ForeignKey("agents.pk"))
     project_id: Mapped[str] = mapped_column(ForeignKey("projects.id"))
-    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"), index=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id"))
     kind: Mapped[str] = mapped_column(String(16))  # correction | hand
     status: Mapped[str | None] = mapped_column(String(16))  # a correction's; None for hand
     group_id: Mapped[str | None] = mapped_column(ForeignKey("groups.id"))
@@ -258,15 +258,19 @@ class Case(db.Model):
     retired_words: Mapped[str | None] = mapped_column(Text, deferred=True)
     # Its stance (`kindgi.stance`), written with its expectation: the parts it has and those
     # it says were right (bits), its run's input's key, the tools it wants called and those it
-    # forbids, so a quick run's draw and the set's health read no JSON (migration 0016)
+    # forbids, so a quick run's draw and the set's health read no JSON (migration 0016); and its
+    # expectation's key, so adding a case finds the cases of its run it duplicates unread
     parts: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
     rights: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
     input_key: Mapped[str | None] = mapped_column(String(16))
     wants: Mapped[list[str] | None] = mapped_column(JSON(none_as_null=True))
     forbids: Mapped[list[str] | None] = mapped_column(JSON(none_as_null=True))
+    expect_key: Mapped[str | None] = mapped_column(String(16))
 
     __table_args__ = (
         Index("ix_cases_list", "agent_pk", "project_id", "added_at", "id"),
+        # a run's cases; those of one expectation by id (an added case's duplicates)
+        Index("ix_cases_run_expect", "run_id", "expect_key", "id"),
         # what was retired from a test run, which its page counts (`service.triage`)
         Index(
             "ix_cases_retired_from_test_run",

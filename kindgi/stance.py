@@ -28,14 +28,15 @@ VERDICT_PARTS = ("decisions", "answer")  # the parts with one verdict, right or 
 
 class Stance(NamedTuple):
     """The stored columns of a case: its parts and which of them it says were right (bits by
-    PARTS), a key of its run's input, and the tools it wants called and forbids (sorted; None
-    when none)."""
+    PARTS), a key of its run's input, the tools it wants called and forbids (sorted; None
+    when none), and a key of its expectation (the cases of one run it duplicates have it too)."""
 
     parts: int
     rights: int
     input_key: str
     wants: list[str] | None
     forbids: list[str] | None
+    expect_key: str
 
 
 def parts_code(expect: dict[str, Any]) -> int:
@@ -47,6 +48,10 @@ def input_key(given: Any) -> str:
     """A short key of a run's input: equal inputs (as JSON values) have equal keys."""
     text = json.dumps(given, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# An expectation's key is worked out as an input's is: equal expectations, equal keys
+expect_key = input_key
 
 
 def stance(expect: dict[str, Any], key: str, calls: Any) -> Stance:
@@ -74,6 +79,7 @@ def stance(expect: dict[str, Any], key: str, calls: Any) -> Stance:
         key,
         sorted(wants) or None,
         sorted(forbids) or None,
+        expect_key(expect),
     )
 
 

@@ -500,3 +500,19 @@ def test_a_duplicate_is_added_and_names_the_active_cases_of_its_run_it_duplicate
         third["id"]
     ]
     assert "duplicates" not in ok(api.post(cases_url(), body(answer="right")), 201)
+
+
+def test_a_duplicate_is_found_whatever_the_order_of_its_arguments(api):
+    """The same expectation as JSON values: arguments given in another order duplicate."""
+    call = {"tool": "search", "args": {"q": "lease", "limit": 3}}
+    first = ok(api.post(cases_url(), body(**should_call(call))), 201)
+    call["args"] = {"limit": 3, "q": "lease"}
+    assert ok(api.post(cases_url(), body(**should_call(call))), 201)["duplicates"] == [first["id"]]
+    call["args"] = {"limit": 3.5, "q": "lease"}
+    assert "duplicates" not in ok(api.post(cases_url(), body(**should_call(call))), 201)
+
+
+def test_an_answer_names_the_first_hundred_duplicates_by_id(api):
+    made = [ok(api.post(cases_url(), body(answer="right")), 201)["id"] for _ in range(101)]
+    again = ok(api.post(cases_url(), body(answer="right")), 201)
+    assert again["duplicates"] == sorted(made)[:100]

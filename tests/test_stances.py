@@ -46,10 +46,25 @@ def test_the_pure_rules() -> None:
     assert stance.input_key({"a": 1}) != stance.input_key({"a": 2})
     calls = [{"tool": "search"}, {"tool": "search"}, {"tool": 3}, "junk"]
     right = {"decisions": {"verdict": "right"}, "answer": {"verdict": "wrong"}}
-    assert stance.stance(right, "k", calls) == (3, 1, "k", ["search"], None)
+    assert stance.stance(right, "k", calls) == (
+        3,
+        1,
+        "k",
+        ["search"],
+        None,
+        stance.expect_key(right),
+    )
     wrong = {"decisions": {"verdict": "wrong", "shouldCall": [{"tool": "b"}, {"tool": "a"}],
                            "mustNotCall": ["z", "z"]}}  # fmt: skip
-    assert stance.stance(wrong, "k", calls) == (1, 0, "k", ["a", "b"], ["z"])
+    assert stance.stance(wrong, "k", calls) == (
+        1,
+        0,
+        "k",
+        ["a", "b"],
+        ["z"],
+        stance.expect_key(wrong),
+    )
+    assert stance.expect_key(wrong) != stance.expect_key(right)
 
 
 def test_a_case_keeps_its_stance_made_revised_frozen_and_imported(app, api, tmp_path):

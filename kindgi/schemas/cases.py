@@ -253,7 +253,7 @@ class AddedCaseOut(CaseOut):
         fields.String(),
         metadata={
             "description": "The other active cases of the same run expecting exactly the same, "
-            "by id; left out when none. The case is added all the same."
+            "by id, the first 100; left out when none. The case is added all the same."
         },
     )
 

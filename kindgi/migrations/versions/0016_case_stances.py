@@ -1,7 +1,8 @@
 """Case stances (docs/design.md §9.9, §9.11): what each case's expectation says of its run, as
-small columns written with it (`cases.parts`, `rights`, `input_key`, `wants`, `forbids`), and the
-parts each version member was frozen with (`version_members.parts`), so a quick run's draw and
-the set's health read no JSON. Written here for the cases and versions already stored.
+small columns written with it (`cases.parts`, `rights`, `input_key`, `wants`, `forbids`,
+`expect_key`), and the parts each version member was frozen with (`version_members.parts`), so a
+quick run's draw, the set's health and an added case's duplicates read no JSON. Written here
+for the cases and versions already stored.
 
 Case records (§9.10) keep what they are counted from (`case_records.by_candidate`, `moments`),
 so a run's end changes them without reading the window's rows: rebuilt here from the runs.
@@ -35,9 +36,12 @@ def upgrade():
     op.add_column("cases", sa.Column("input_key", sa.String(length=16), nullable=True))
     op.add_column("cases", sa.Column("wants", sa.JSON(), nullable=True))
     op.add_column("cases", sa.Column("forbids", sa.JSON(), nullable=True))
+    op.add_column("cases", sa.Column("expect_key", sa.String(length=16), nullable=True))
     from kindgi.service import records, stances
 
     stances.backfill(op.get_bind())
+    op.drop_index("ix_cases_run_id", table_name="cases")  # its first column leads the new one
+    op.create_index("ix_cases_run_expect", "cases", ["run_id", "expect_key", "id"])
     op.execute("DELETE FROM case_records")  # rebuilt below; NOT NULL columns need no default then
     with op.batch_alter_table("case_records", schema=None) as batch_op:
         batch_op.add_column(sa.Column("by_candidate", sa.JSON(), nullable=False))
@@ -49,6 +53,8 @@ def downgrade():
     with op.batch_alter_table("case_records", schema=None) as batch_op:
         batch_op.drop_column("moments")
         batch_op.drop_column("by_candidate")
-    for column in ("forbids", "wants", "input_key", "rights", "parts"):
+    op.drop_index("ix_cases_run_expect", table_name="cases")
+    op.create_index("ix_cases_run_id", "cases", ["run_id"])
+    for column in ("expect_key", "forbids", "wants", "input_key", "rights", "parts"):
         op.drop_column("cases", column)  # in place, as they were added
     op.drop_column("version_members", "parts")
