@@ -6,6 +6,8 @@
     .venv/bin/python bench/run.py --only bfcl --engines sqlite   grading BFCL's cases (matchers)
     .venv/bin/python bench/run.py --only revise --sizes 1000000   revising cases alone
     .venv/bin/python bench/run.py --only quick   the quick runs' estimates against full runs
+    .venv/bin/python bench/run.py --only quick-scale --sizes 1000000   a quick run's start, the
+        set's health and a full run's end on the demo's largest set
 
 For each engine (SQLite, then PostgreSQL) it builds one database per size with `flask kindgi demo
 --cases N` (timed), serves each with gunicorn (2 sync workers) and, beside it, the raw app
@@ -152,6 +154,13 @@ PLAIN_MAE, PLAIN_COVERAGE = (
     "plain random sample: mean absolute error",
     "plain random sample: 95 % interval covers",
 )
+# At scale, on the demo's largest set (313,711 cases at 1M): SCALE_HISTORY full runs ended first
+# (their outcomes written by SQL, each ended as the results endpoint ends it), then a quick run
+# of 100 started through the API, the set's health computed the first time, and read again
+SCALE_HISTORY = 5
+QUICK_START = "start a quick run of 100 (POST, version unchanged)"
+HEALTH_FIRST, HEALTH_AGAIN = "test-set health, first compute (GET)", "test-set health, read again"
+RUN_END = "a full run's end (its cases' records rewritten)"
 
 # Tags: 1 % of the set's cases (every hundredth by id) tagged 500 a request, each request
 # timed; then the cases list filtered by that tag, its first page, against the plain list's
@@ -1710,6 +1719,127 @@ def run_quick_only(engine: str, args: argparse.Namespace, results: Results) -> N
             db.drop()
 
 
+def run_quick_scale(engine: str, args: argparse.Namespace, results: Results) -> None:
+    """`--only quick-scale`: a quick run's start, the set's health and a full run's end, timed
+    on a demo of the first size (`time_at_scale`)."""
+    with demo_database(engine, args, results, "quick") as (db, creds):
+        time_at_scale(db, creds["token"], results)
+
+
+def time_at_scale(db: Database, token: str, results: Results) -> None:
+    """On the demo's largest set, in this process through the Flask test client: SCALE_HISTORY
+    full runs, each started through the API, its outcomes written by SQL (a case's difficulty
+    from its id, a run's ability from its number) and ended as the results endpoint ends it
+    (`settle`, which rewrites its cases' records: the last one timed); then a quick run of 100
+    started through the API and the set's health computed for the first time and read again.
+    Each figure: wall seconds, this process's CPU seconds and the SQL statements sent."""
+    import zlib
+
+    from sqlalchemy import event, select, update
+
+    from kindgi import create_app
+    from kindgi.database import commit, set_writing
+    from kindgi.database import db as the_db
+    from kindgi.models import RunCase, TestRun
+    from kindgi.service import set_health
+    from kindgi.service.test_runs import new_tallies, settle
+
+    app = create_app({"SQLALCHEMY_DATABASE_URI": db.url, "SECRET_KEY": SECRET})
+    client = app.test_client()
+    auth = {"Authorization": f"Bearer {token}"}
+    runs, health = f"/v1/agents/{AGENT}/test-runs", f"/v1/agents/{AGENT}/test-set/health"
+    sent = [0]
+
+    def timed(what: str, act: Callable[[], Any], shown: str) -> Any:
+        statements, cpu, started = sent[0], time.process_time(), time.monotonic()
+        got = act()
+        took, cpu = time.monotonic() - started, time.process_time() - cpu
+        note = f"CPU {cpu:.2f} s in this process, {sent[0] - statements:,} SQL statements"
+        results.figures.append(Figure(db.engine, what, db.size, shown, value=took, unit="s",
+                                      note=note))  # fmt: skip
+        log(f"{db.engine}: {what}: {took:.2f} s ({note})")
+        return got
+
+    def started(body: dict[str, Any]) -> str:
+        resp = client.post(runs, json={"projectId": PROJECT, **body}, headers=auth)
+        if resp.status_code != 201:
+            raise SystemExit(f"starting a run failed: {resp.status_code} {resp.get_data()[:300]}")
+        return resp.get_json()["id"]
+
+    with app.app_context():
+        event.listen(
+            the_db.engine, "before_cursor_execute", lambda *_: sent.__setitem__(0, sent[0] + 1)
+        )
+        for k in range(SCALE_HISTORY):
+            run_id = started({"candidate": f"scale-{k}"})
+            set_writing(True)
+            run = the_db.session.scalar(select(TestRun).where(TestRun.id == run_id))
+            ids = the_db.session.scalars(select(RunCase.case_id).where(RunCase.run_pk == run.pk))
+            failing = [c for c in ids if zlib.crc32(c.encode()) % 100 < 20 + 10 * k]
+            the_db.session.execute(
+                update(RunCase).where(RunCase.run_pk == run.pk).values(outcome="pass")
+            )
+            for at in range(0, len(failing), 500):
+                the_db.session.execute(
+                    update(RunCase)
+                    .where(RunCase.run_pk == run.pk, RunCase.case_id.in_(failing[at : at + 500]))
+                    .values(outcome="fail")
+                )
+            tallies = new_tallies(run.tallies["cases"]["total"])
+            total = tallies["cases"]["total"]
+            tallies["cases"].update(awaiting=0, fail=len(failing), **{"pass": total - len(failing)})
+            if k < SCALE_HISTORY - 1:
+                settle(run, tallies)
+            else:
+                shown = f"bench/run.py time_at_scale: service.test_runs.settle, {total:,} cases"
+                timed(RUN_END, lambda: settle(run, tallies), shown)  # noqa: B023  (called now)
+            commit()
+            set_writing(False)
+            log(f"{db.engine}: full run {k + 1}/{SCALE_HISTORY} of {total:,} cases ended")
+        body = {
+            "projectId": PROJECT,
+            "candidate": "scale-quick",
+            "sample": {"size": 100, "seed": 1},
+        }
+        resp = timed(QUICK_START, lambda: client.post(runs, json=body, headers=auth),
+                     f"POST {runs} {json.dumps(body)} (bench/run.py time_at_scale)")  # fmt: skip
+        if resp.status_code != 201:
+            raise SystemExit(f"the quick run failed: {resp.status_code} {resp.get_data()[:300]}")
+        set_health._cache.clear()
+        url = f"{health}?projectId={PROJECT}"
+        for what in (HEALTH_FIRST, HEALTH_AGAIN):
+            got = timed(
+                what,
+                lambda: client.get(url, headers=auth),
+                f"GET {url} (bench/run.py time_at_scale)",
+            )
+            if got.status_code != 200:
+                raise SystemExit(f"health failed: {got.status_code} {got.get_data()[:300]}")
+        the_db.engine.dispose()
+
+
+def scale_bars(results: Results, engines: list[str]) -> list[Bar]:
+    """Issue 25's bars at scale: a quick run of 100 starts in 1 s, the set's health is computed
+    in 30 s; a full run's end is reported."""
+    bars = []
+    for what, text, bar, limit in (
+        (QUICK_START, "Starting a quick run of 100 on the demo's largest set", "≤ 1 s", 1.0),
+        (HEALTH_FIRST, "The set's health, first computed", "≤ 30 s", 30.0),
+        (RUN_END, "A full run's end (its cases' records)", "reported", None),
+    ):
+        values = {
+            f.engine: (
+                f"{f.value:.2f} s at {f.cases:,} ({f.note})",
+                None if limit is None else (f.value or 0) <= limit,
+            )
+            for f in results.figures
+            if f.what == what and f.engine in engines
+        }
+        if values:
+            bars.append(Bar(text, bar, values))
+    return bars
+
+
 def _quick_figures(
     engine: str, got: Figures, cases: int, args: argparse.Namespace, took: float, results: Results
 ) -> None:
@@ -2115,12 +2245,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the databases")
     parser.add_argument(
         "--only",
-        choices=("all", "inbox", "otlp", "bfcl", "revise", "quick"),
+        choices=("all", "inbox", "otlp", "bfcl", "revise", "quick", "quick-scale"),
         default="all",
         help="inbox: only the runs inbox and retention, on their own worlds; otlp: only the "
         "OTLP exports (smallest size); bfcl: only grading BFCL's cases (smallest size); "
         "revise: only revising cases (the first size); quick: only the quick runs' estimates "
-        "(bench/quick.py)",
+        "(bench/quick.py); quick-scale: a quick run's start, the set's health and a full run's "
+        "end (the first size)",
     )
     args = parser.parse_args(argv)
     # Stopped by SIGTERM or Ctrl-C (even where a shell started it with SIGINT ignored), it still
@@ -2132,7 +2263,7 @@ def main(argv: list[str] | None = None) -> int:
     args.sizes = [int(n) for n in args.sizes.split(",")]
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     args.workdir.mkdir(parents=True, exist_ok=True)
-    if args.only != "quick":
+    if args.only not in ("quick", "quick-scale"):
         ensure_wrk()
 
     started, clock = datetime.now(UTC), time.monotonic()
@@ -2144,13 +2275,15 @@ def main(argv: list[str] | None = None) -> int:
         "bfcl": run_bfcl_only,
         "revise": run_revise_only,
         "quick": run_quick_only,
+        "quick-scale": run_quick_scale,
     }
     for engine in engines:
         only.get(args.only, run_engine)(engine, args, results)
     bars = judge(results, engines, args.sizes) if args.only in ("all", "inbox") else []
     # the bars of what this run measured (the full run measures OTLP too)
     section = "otlp" if args.only == "all" else args.only
-    more = {"otlp": otlp_bars, "bfcl": bfcl_bars, "revise": revise_bars, "quick": quick_bars}
+    more = {"otlp": otlp_bars, "bfcl": bfcl_bars, "revise": revise_bars, "quick": quick_bars,
+            "quick-scale": scale_bars}  # fmt: skip
     if not args.smoke and section in more:
         bars += more[section](results, engines)
     command = "python bench/run.py" + (" --smoke" if args.smoke else "")

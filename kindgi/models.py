@@ -256,6 +256,14 @@ class Case(db.Model):
     # indexes both (FTS5 on SQLite, `search` on PostgreSQL).
     search_text: Mapped[str | None] = mapped_column(Text, deferred=True)
     retired_words: Mapped[str | None] = mapped_column(Text, deferred=True)
+    # Its stance (`kindgi.stance`), written with its expectation: the parts it has and those
+    # it says were right (bits), its run's input's key, the tools it wants called and those it
+    # forbids, so a quick run's draw and the set's health read no JSON (migration 0016)
+    parts: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
+    rights: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
+    input_key: Mapped[str | None] = mapped_column(String(16))
+    wants: Mapped[list[str] | None] = mapped_column(JSON(none_as_null=True))
+    forbids: Mapped[list[str] | None] = mapped_column(JSON(none_as_null=True))
 
     __table_args__ = (
         Index("ix_cases_list", "agent_pk", "project_id", "added_at", "id"),
@@ -436,6 +444,8 @@ class VersionMember(db.Model):
     case_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     expert: Mapped[bool] = mapped_column(Boolean)
     revision: Mapped[int] = mapped_column(Integer, default=1, server_default=text("1"))
+    # the parts of that revision's expectation (bits, `kindgi.stance`): a quick run's strata
+    parts: Mapped[int] = mapped_column(SmallInteger, server_default=text("0"))
 
 
 class TestRun(db.Model):
@@ -498,9 +508,9 @@ class RunCase(db.Model):
 
 
 class CaseRecord(db.Model):
-    """A case's record over its set's last 50 done full runs (`service.records`), rewritten for
-    the cases of each run that ends and of the run it pushes out of the window, so reading it
-    is one row."""
+    """A case's record over its set's last 50 done full runs (`service.records`), brought up to
+    date for the cases of each run that ends and of the run it pushes out of the window, so
+    reading it is one row."""
 
     __tablename__ = "case_records"
     case_id: Mapped[str] = mapped_column(String(64), primary_key=True)
@@ -515,6 +525,11 @@ class CaseRecord(db.Model):
     separation: Mapped[float | None] = mapped_column(Float)
     last_failed: Mapped[datetime | None] = mapped_column(DateTime)
     streak: Mapped[int] = mapped_column(Integer)  # its newest runs in a row that did not pass
+    # what the rest is counted from, so a run's end changes a record without the window's rows
+    # (migration 0016): each candidate's [pass, fail, error], and the moments [n, Σy, Σx, Σxy,
+    # Σx²] of passing it (y) against the runs' pass rates (x, in units of 2**-32)
+    by_candidate: Mapped[dict[str, list[int]]] = mapped_column(JSON)
+    moments: Mapped[list[int]] = mapped_column(JSON)
 
     __table_args__ = (Index("ix_case_records_set", "agent_pk", "project_id"),)
 

@@ -17,8 +17,10 @@ from __future__ import annotations
 import math
 import random
 from bisect import bisect_left
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .grading import wilson
 
@@ -31,10 +33,9 @@ ALLOCATIONS = ("neyman", "proportional")
 VERDICTS = ("passes", "fails", "can't tell")
 
 
-@dataclass(frozen=True)
-class Unit:
+class Unit(NamedTuple):
     """A case of the version as the draw sees it: its parts (e.g. "answer+decisions") and its
-    prior pass rate (None: no done run has graded it)."""
+    prior pass rate (None: no done run has graded it). A tuple: a draw makes one a case."""
 
     case_id: str
     parts: str
@@ -81,24 +82,62 @@ def band(prior: float | None) -> str:
     return "0" if i == 0 else f"≤{BAND_EDGES[i]:g}"
 
 
-def _strata(units: Sequence[Unit], size: int, plain: bool) -> dict[str, list[Unit]]:
-    """The units by stratum: by parts and band; by band alone when the sample is too small to
+@dataclass
+class Pool:
+    """Cases of one (parts, band) stratum: their ids, and the sum and number of their known
+    prior pass rates. A draw sorts the ids by case id."""
+
+    ids: list[str] = field(default_factory=list)
+    total: float = 0.0
+    known: int = 0
+
+    def add(self, case_id: str, prior: float | None) -> None:
+        self.ids.append(case_id)
+        if prior is not None:
+            self.total += prior
+            self.known += 1
+
+    @property
+    def prior(self) -> float:
+        """The pool's mean prior pass rate (½ when none of its cases has one)."""
+        return self.total / self.known if self.known else 0.5
+
+
+def pools(units: Iterable[Unit]) -> dict[tuple[str, str], Pool]:
+    """The units by (parts, band): each unit's band worked out once per prior rate (a large set
+    has few)."""
+    bands: dict[float | None, str] = {}
+    found: dict[tuple[str, str], Pool] = defaultdict(Pool)
+    for case_id, parts, prior in units:
+        named = bands.get(prior)
+        if named is None:
+            named = bands[prior] = band(prior)
+        found[parts, named].add(case_id, prior)
+    return found
+
+
+def _merged(groups: Iterable[Pool]) -> Pool:
+    merged = Pool()
+    for pool in groups:
+        merged.ids += pool.ids
+        merged.total += pool.total
+        merged.known += pool.known
+    return merged
+
+
+def _strata(fine: dict[tuple[str, str], Pool], size: int, plain: bool) -> dict[str, Pool]:
+    """The pools as strata: by parts and band; by band alone when the sample is too small to
     give every (parts, band) stratum two cases; one stratum when plain, with no history, or
     when even the bands are too many."""
-    if not plain and any(u.prior is not None for u in units):
-        for key in (lambda u: f"{u.parts}|{band(u.prior)}", lambda u: band(u.prior)):
-            groups: dict[str, list[Unit]] = {}
-            for unit in units:
-                groups.setdefault(key(unit), []).append(unit)
-            if len(groups) * MIN_PER_STRATUM <= size:
-                return groups
-    return {"all": list(units)}
-
-
-def _prior(units: list[Unit]) -> float:
-    """A stratum's mean prior pass rate (½ when none of its cases has one)."""
-    known = [u.prior for u in units if u.prior is not None]
-    return sum(known) / len(known) if known else 0.5
+    if not plain and any(pool.known for pool in fine.values()):
+        if len(fine) * MIN_PER_STRATUM <= size:
+            return {f"{parts}|{named}": pool for (parts, named), pool in fine.items()}
+        by_band: dict[str, list[Pool]] = defaultdict(list)
+        for (_, named), pool in fine.items():
+            by_band[named].append(pool)
+        if len(by_band) * MIN_PER_STRATUM <= size:
+            return {named: _merged(group) for named, group in by_band.items()}
+    return {"all": _merged(fine.values())}
 
 
 def _spread(prior: float) -> float:
@@ -136,22 +175,35 @@ def draw(
 ) -> Sample:
     """Draw `size` of the units (0 < size < their number), stratified unless `plain` (or there is
     no history); the same units, size, seed and allocation always draw the same cases."""
-    ordered = sorted(units, key=lambda u: u.case_id)
-    if not 0 < size < len(ordered):
-        raise ValueError(f"a sample of {size} from {len(ordered)} cases")
+    return draw_pools(pools(units), size, seed, allocation=allocation, plain=plain)
+
+
+def draw_pools(
+    fine: dict[tuple[str, str], Pool],
+    size: int,
+    seed: int,
+    *,
+    allocation: str = "neyman",
+    plain: bool = False,
+) -> Sample:
+    """`draw`, from the units already pooled by (parts, band) (`pools`, or a database's query
+    that bands them alike)."""
+    total = sum(len(pool.ids) for pool in fine.values())
+    if not 0 < size < total:
+        raise ValueError(f"a sample of {size} from {total} cases")
     if allocation not in ALLOCATIONS:
         raise ValueError(f"allocation {allocation!r}")
-    groups = _strata(ordered, size, plain)
+    groups = _strata(fine, size, plain)
     keys = sorted(groups)
-    populations = [len(groups[k]) for k in keys]
-    priors = [_prior(groups[k]) for k in keys]
+    populations = [len(groups[k].ids) for k in keys]
+    priors = [groups[k].prior for k in keys]
     spreads = [_spread(p) if allocation == "neyman" else 1.0 for p in priors]
     counts = allocate(populations, spreads, size)
     rng = random.Random(seed)
     cases: dict[str, int] = {}
     for index, (key, n) in enumerate(zip(keys, counts, strict=True)):
-        for unit in rng.sample(groups[key], n):
-            cases[unit.case_id] = index
+        for case_id in rng.sample(sorted(groups[key].ids), n):
+            cases[case_id] = index
     strata = [Stratum(*row) for row in zip(keys, populations, counts, priors, strict=True)]
     return Sample(strata, cases)
 

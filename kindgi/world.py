@@ -21,7 +21,7 @@ from marshmallow import ValidationError
 from sqlalchemy import JSON, select, update
 from sqlalchemy.exc import IntegrityError
 
-from . import service
+from . import service, stance
 from .database import db
 from .errors import DomainError
 from .models import (
@@ -225,6 +225,7 @@ class _Loader:
         self.runs: dict[str, dict[str, Any]] = {}
         self.expects: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         self.expect_words: dict[int, tuple[dict[str, Any], str]] = {}
+        self.input_keys: dict[str, str] = {}
         self.run_words: dict[tuple[int, int], tuple[Any, Any, str]] = {}
         self.tools: set[tuple[int, str, str]] = set()  # (agent_pk, project_id, tool) named
         self.first_case: dict[str, datetime] = {}  # run id → when its first case was added
@@ -313,6 +314,13 @@ class _Loader:
         if said is None or said[0] is not input_ or said[1] is not output:
             said = self.run_words[key] = (input_, output, search.run_document(input_, output))
         return said[2]
+
+    def stance_of(self, expect: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+        """A case's stance columns, its run's input's key worked out once per run."""
+        key = self.input_keys.get(run["id"])
+        if key is None:
+            key = self.input_keys[run["id"]] = stance.input_key(run["input"])
+        return stance.stance(expect, key, run["calls"])._asdict()
 
     def search_text(self, expect: dict[str, Any], run: dict[str, Any]) -> str:
         """A case's words, its expectation's and its run's each cut once."""
@@ -557,6 +565,7 @@ class _Loader:
             "retired_by_id": None,
             "retired_at": None,
             "retired_from_test_run": None,
+            **self.stance_of(expect, run),
             **kw,
         }
         retired = e.get("retired")

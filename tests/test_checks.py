@@ -63,7 +63,7 @@ def test_a_clean_world_passes_every_rule(app, busy_world):
     assert result.exit_code == 0, result.output
     for rule in ("counts", "snapshots", "correction statuses", "search words", "case revisions",
                  "case tags", "idempotency answers", "test run tallies", "runs made cases",
-                 "run tools", "run words", "case records"):  # fmt: skip
+                 "run tools", "run words", "case records", "case stances"):  # fmt: skip
         assert f"{rule}: ok" in result.output
 
 
@@ -168,6 +168,18 @@ BREACHES = {
     "a case's record lost": (
         "DELETE FROM case_records WHERE case_id = 'case-2'",
         "case case-2: its record is missing",
+    ),
+    "a case's parts changed behind its expectation": (
+        "UPDATE cases SET parts = 1 WHERE id = 'case-2'",
+        "case case-2: its stance holds parts 1 (is 2)",
+    ),
+    "a case's wanted tools lost": (
+        "UPDATE cases SET wants = NULL WHERE id = 'cor-1'",
+        "case cor-1: its stance holds wants None (is ['lookup'])",
+    ),
+    "a version member's parts not its pinned revision's": (
+        "UPDATE version_members SET parts = 1 WHERE case_id = 'case-2'",
+        "case case-2: its parts 1 (its revision's are 4)",
     ),
     "a run's words not in the rule's form": (
         "UPDATE runs SET search_text = 'Lease clause!' WHERE id = 'run-1'",

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import AGENT, P1, ok, refused, sign_in
+from sqlalchemy import func
 
 from kindgi import models
 from kindgi.database import db
@@ -198,3 +199,44 @@ def test_the_commands_gate_on_a_quick_run_reads_the_interval(low, high, failed, 
     missing: list[str] = []
     assert Grader.quick_gate({"sample": {}}, 0.8, missing) is None
     assert missing == ["no estimated pass rate (at least 80.0%)"]
+
+
+def test_the_database_pools_the_cases_as_a_row_a_case_would(app, api):
+    """The draw reads the version's cases grouped by the database (`_pooled`): the same pools
+    as read a row each and pooled by `sampling.pools`, priors at the bands' edges included
+    (1 in 10 is 0.1, in band ≤0.1); and a case id holding the separator is read a row each."""
+    from sqlalchemy import select, text
+    from test_case_records import full_run
+
+    from kindgi.service import quick_runs
+
+    ids = the_set(api)
+    for n in range(10):  # ids[2] passes once in ten: 0.1; ids[3] half; cor-1 never
+        failing = {ids[0]: "fail", **({ids[2]: "fail"} if n else {}),
+                   **({ids[3]: "fail"} if n % 2 else {})}  # fmt: skip
+        full_run(api, f"c{n}", failing)
+
+    def pooled(row_each: bool) -> dict:
+        with app.app_context():
+            version = db.session.scalar(select(func.max(models.TestSetVersion.pk)))
+            members = select(models.VersionMember.case_id).where(
+                models.VersionMember.version_pk == version
+            )
+            read = quick_runs._pooled_by_row if row_each else quick_runs._pooled
+            got = read(members)
+            return {key: (sorted(p.ids), p.known, round(p.total, 9)) for key, p in got.items()}
+
+    grouped = pooled(False)
+    assert grouped == pooled(True)
+    assert grouped[("decisions", "≤0.1")][0] == [ids[2]]
+    assert grouped[("decisions", "0")][0] == ["cor-1"]
+    assert grouped[("decisions", "≤0.5")][0] == [ids[3]]
+    with app.app_context():
+        db.session.execute(
+            text("UPDATE version_members SET case_id = :odd WHERE case_id = :id"),
+            {"odd": f"odd{quick_runs.SEPARATOR}id", "id": ids[4]},
+        )
+        db.session.commit()
+    odd = pooled(False)
+    assert odd == pooled(True)
+    assert odd[("decisions", "new")][0] == [f"odd{quick_runs.SEPARATOR}id"]  # no record by it

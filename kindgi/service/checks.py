@@ -31,7 +31,7 @@ from ..models import (
 )
 from ..models import Run as RunRow
 from ..words import are_words
-from . import records, runs, search
+from . import records, runs, search, stances
 from .common import clock, dialect
 from .counts import TALLY_KEY, recount
 from .test_runs import CASE_OUTCOMES, PART_OUTCOMES
@@ -442,6 +442,7 @@ RULES: dict[str, Callable[[], list[str]]] = {
     "run tools": run_tools,
     "run words": run_words,
     "case records": records.breaches,
+    "case stances": stances.breaches,
 }
 
 

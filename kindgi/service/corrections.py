@@ -10,6 +10,7 @@ from typing import Any
 from jsonpointer import EndOfList, JsonPointer, JsonPointerException
 from sqlalchemy import DateTime, Insert, bindparam, false, select, update
 
+from .. import stance
 from ..database import db
 from ..errors import (
     CorrectionNotFound,
@@ -112,7 +113,7 @@ def _take_snapshot(dialect_name: str) -> Insert:
     )
 
 
-_SNAPSHOT_CONTENT = select(Snapshot.input, Snapshot.output).where(
+_SNAPSHOT_CONTENT = select(Snapshot.input, Snapshot.output, Snapshot.calls).where(
     Snapshot.run_id == bindparam("run")
 )
 # A run's first case marks it made a case, before its snapshot is taken: on PostgreSQL the
@@ -175,6 +176,7 @@ def _new_case(
         "added_by_id": by["id"],
         "added_at": now,
         "updated_at": now,
+        **stance.columns(expect, snapshot.input, snapshot.calls),
         **kw,
     }
     sql().execute(Case.__table__.insert(), values)

@@ -11,67 +11,81 @@ in its tallies.
 from __future__ import annotations
 
 import secrets
+from collections import defaultdict
 from typing import Any
 
-from sqlalchemy import Select, case, func, literal, select
+from sqlalchemy import Float, Select, cast, func, literal, select
 
 from .. import sampling
 from ..errors import bad_input
-from ..grading import PARTS
-from ..models import Case, CaseRecord, RunCase, TestRun
+from ..models import CaseRecord, RunCase, TestRun, VersionMember
+from ..stance import PARTS_NAMED
 from .common import dialect, sql
 
 SEED_BOUND = 2**31
 
 
-def prior_rates(agent_pk: int, project_id: str) -> dict[str, float]:
-    """Each case's pass rate (pass over pass and fail) in the test set's last 50 done full runs,
-    from the cases' records (`service.records`), for the cases that passed or failed there."""
+SEPARATOR = "\x1f"  # between the case ids a pool's row of `_pooled` joins
+
+
+def _pooled(members: Select[Any]) -> dict[tuple[str, str], sampling.Pool]:
+    """The cases of `members` (a query of version members) pooled by parts and band
+    (`sampling.pools`), read as the database groups them by their member's parts (bits,
+    stored when frozen) and their record's passes and fails, each group's ids joined in one
+    string: a few rows, no JSON, nothing done in Python a case but splitting its id out. (Only
+    should an id hold SEPARATOR are the cases read a row each.)"""
+    joined = (func.group_concat if dialect() == "sqlite" else func.string_agg)(
+        VersionMember.case_id, literal(SEPARATOR)
+    )
+    columns = (VersionMember.parts, CaseRecord.passed, CaseRecord.failed)
     rows = sql().execute(
-        select(CaseRecord.case_id, CaseRecord.passed, CaseRecord.failed).where(
-            CaseRecord.agent_pk == agent_pk,
-            CaseRecord.project_id == project_id,
-            CaseRecord.passed + CaseRecord.failed > 0,
+        members.with_only_columns(*columns, func.count(), joined)
+        .outerjoin(CaseRecord, CaseRecord.case_id == VersionMember.case_id)
+        .group_by(*columns)
+    )
+    pooled: dict[tuple[str, str], sampling.Pool] = defaultdict(sampling.Pool)
+    for code, wins, losses, n, ids in rows:
+        prior = wins / (wins + losses) if wins or losses else None
+        split = ids.split(SEPARATOR)
+        if len(split) != n:
+            return _pooled_by_row(members)
+        pool = pooled[PARTS_NAMED[code], sampling.band(prior)]
+        pool.ids += split
+        if prior is not None:
+            pool.total += prior * n
+            pool.known += n
+    return pooled
+
+
+def _pooled_by_row(members: Select[Any]) -> dict[tuple[str, str], sampling.Pool]:
+    """`_pooled`, reading a row a case."""
+    prior = cast(CaseRecord.passed, Float) / func.nullif(CaseRecord.passed + CaseRecord.failed, 0)
+    rows = sql().execute(
+        members.with_only_columns(VersionMember.case_id, VersionMember.parts, prior).outerjoin(
+            CaseRecord, CaseRecord.case_id == VersionMember.case_id
         )
     )
-    return {case_id: wins / (wins + losses) for case_id, wins, losses in rows}
-
-
-# The parts a case is graded on, as a stratum names them ("decisions+answer"), by the bits of
-# `_parts_code`: a part's bit is 2 ** its place in PARTS
-PARTS_NAMED = [
-    "+".join(part for i, part in enumerate(PARTS) if code >> i & 1)
-    for code in range(2 ** len(PARTS))
-]
-
-
-def _parts_code() -> Any:
-    """Which parts a case's expectation has, as bits, read by the database (decoding every
-    expectation's JSON in Python cost most of a large draw's time)."""
-    if dialect() == "sqlite":
-        has = [func.json_type(Case.expect, f"$.{part}").is_not(None) for part in PARTS]
-    else:
-        has = [Case.expect.op("->")(literal(part)).is_not(None) for part in PARTS]
-    return sum((case((h, 2**i), else_=0) for i, h in enumerate(has)), literal(0))
+    return {
+        (PARTS_NAMED[code], named): pool
+        for (code, named), pool in sampling.pools(rows.all()).items()
+    }
 
 
 def draw_sample(run: TestRun, members: Select[Any], asked: dict[str, Any]) -> int:
-    """Draw the run's sample from `members` (a query of the case ids it would otherwise have)
-    and give the run its cases; the sample's size. A size not below the cases is 400, which
-    leaves the run unmade."""
-    ids = members.subquery()
-    population = sql().execute(select(Case.id, _parts_code()).where(Case.id.in_(select(ids)))).all()
+    """Draw the run's sample from `members` (a query of the version's members it would otherwise
+    have) and give the run its cases; the sample's size. A size not below the cases is 400,
+    which leaves the run unmade."""
+    pooled = _pooled(members)
+    population = sum(len(pool.ids) for pool in pooled.values())
     size = asked["size"]
-    if size >= len(population):
-        raise bad_input({"sample.size": [f"Must be less than the {len(population)} cases."]})
+    if size >= population:
+        raise bad_input({"sample.size": [f"Must be less than the {population} cases."]})
     seed = asked["seed"] if "seed" in asked else secrets.randbelow(SEED_BOUND)
-    prior = prior_rates(run.agent_pk, run.project_id)
-    units = [sampling.Unit(c, PARTS_NAMED[code], prior.get(c)) for c, code in population]
-    drawn = sampling.draw(units, size, seed)
+    drawn = sampling.draw_pools(pooled, size, seed)
     run.sample = {
         "size": size,
         "seed": seed,
-        "population": len(population),
+        "population": population,
         "strata": [[s.key, s.population, s.drawn, s.prior] for s in drawn.strata],
     }
     sql().execute(

@@ -3,11 +3,15 @@ runs had it, its outcomes, the candidates that failed it, whether it is flaky, h
 separates candidates, when it last failed, and how many of its newest runs in a row it did not
 pass.
 
-A record is rewritten when a full run is done, for that run's cases and those of the run it
-pushes out of the window, from their rows in the window's runs (the index by case makes it a
-short range scan a case); reading one is one row. Quick runs are left out, as they are of the
-prior pass rates (`service.quick_runs`). `error` counts as not passing; `pending` and
-`ungraded` count as nothing.
+A record keeps what it is counted from: each candidate's outcomes (`by_candidate`) and the
+moments of its pass/fail against the runs' pass rates (`moments`, whole numbers, the rates in
+units of 2**-32, so a sum is the same in any order). When a full run is done, the records of its
+cases and of the run it pushes out of the window are brought up to date from their own rows and
+those two runs' outcomes: work in proportion to the runs' cases, not to the window. Only when
+the run is not the window's newest (another ended in the same millisecond) are its cases'
+records counted again from the window's rows. Reading one is one row. Quick runs are left out,
+as they are of the prior pass rates (`service.quick_runs`). `error` counts as not passing;
+`pending` and `ungraded` count as nothing.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from .identity import Principal
 
 WINDOW = 50
 COUNTED = ("pass", "fail", "error")
+SCALE = 2**32  # a run's pass rate in the moments: a whole number of 2**-32
 
 
 def _window(conn: Connection, agent_pk: int, project_id: str, n: int) -> list[Any]:
@@ -43,26 +48,22 @@ def _window(conn: Connection, agent_pk: int, project_id: str, n: int) -> list[An
     ).all()
 
 
-def _pass_rate(tallies: dict[str, Any]) -> float | None:
+def _pass_rate(tallies: dict[str, Any]) -> int | None:
+    """A run's pass rate in units of 1/SCALE (None when it graded nothing)."""
     cases = tallies["cases"]
     graded = cases["pass"] + cases["fail"]
-    return cases["pass"] / graded if graded else None
+    return round(cases["pass"] * SCALE / graded) if graded else None
 
 
-def separation(pairs: list[tuple[int, float]]) -> float | None:
-    """The correlation of passing the case (1 or 0) with the pass rate of the run: near 1 when
-    the better candidates pass it and the worse fail it; None when either never varies."""
-    if len(pairs) < 2:
+def separation(moments: list[int]) -> float | None:
+    """The correlation of passing the case (1 or 0) with the pass rate of the run, from the
+    moments [n, Σy, Σx, Σxy, Σx²]: near 1 when the better candidates pass it and the worse fail
+    it; None when either never varies."""
+    n, sy, sx, sxy, sxx = moments
+    var_y, var_x = n * sy - sy * sy, n * sxx - sx * sx  # n² times the variances, exact
+    if var_y <= 0 or var_x <= 0:
         return None
-    n = len(pairs)
-    mean_y = sum(y for y, _ in pairs) / n
-    mean_x = sum(x for _, x in pairs) / n
-    cov = sum((y - mean_y) * (x - mean_x) for y, x in pairs)
-    var_y = sum((y - mean_y) ** 2 for y, _ in pairs)
-    var_x = sum((x - mean_x) ** 2 for _, x in pairs)
-    if var_y <= 0 or var_x <= 1e-12:
-        return None
-    return max(-1.0, min(1.0, cov / math.sqrt(var_y * var_x)))
+    return max(-1.0, min(1.0, (n * sxy - sx * sy) / math.sqrt(var_y * var_x)))
 
 
 def computed(
@@ -89,10 +90,17 @@ def computed(
 
 
 def _rewrite(
-    conn: Connection, agent_pk: int, project_id: str, cases: Select[Any] | None = None
+    conn: Connection,
+    agent_pk: int,
+    project_id: str,
+    cases: Select[Any] | None = None,
+    columns: list[str] | None = None,
 ) -> None:
-    """Write the records of `cases` (a query of case ids; all the set's when None) afresh."""
+    """Write the records of `cases` (a query of case ids; all the set's when None) afresh, with
+    only `columns` when given (a migration's table has those)."""
     rows = computed(conn, agent_pk, project_id, cases)
+    if columns is not None:
+        rows = [{c: row[c] for c in columns} for row in rows]
     gone = delete(CaseRecord).where(
         CaseRecord.agent_pk == agent_pk, CaseRecord.project_id == project_id
     )
@@ -107,47 +115,131 @@ def _record(
     project_id: str,
     had: list[tuple[int, str]],
     window: list[Any],
-    rates: dict[int, float | None],
+    rates: dict[int, int | None],
 ) -> dict[str, Any]:
-    """One case's record from its outcomes in the window, newest first."""
-    counts = {o: 0 for o in COUNTED}
-    by_candidate: dict[str, set[str]] = defaultdict(set)
-    failed_by: set[str] = set()
-    pairs = []
-    streak, streaking, last_failed = 0, True, None
-    for index, outcome in had:
+    """One case's record from its outcomes in the window, oldest first (each one counted in as
+    `_count_in` counts a run that ends)."""
+    row = _empty(case_id, agent_pk, project_id)
+    for index, outcome in reversed(had):
         run = window[index]
-        counts[outcome] += 1
-        by_candidate[run.candidate].add(outcome)
-        if outcome != "pass":
-            failed_by.add(run.candidate)
-            last_failed = last_failed or run.finished_at
-        streaking = streaking and outcome != "pass"
-        streak += streaking
-        if rates[run.pk] is not None:
-            pairs.append((int(outcome == "pass"), rates[run.pk]))
+        _count_in(row, outcome, run.candidate, rates[run.pk], run.finished_at)
+    return _settled(row)
+
+
+def _empty(case_id: str, agent_pk: int, project_id: str) -> dict[str, Any]:
+    """The record of a case no run of the window had, as the counting starts from."""
     return {
         "case_id": case_id,
         "agent_pk": agent_pk,
         "project_id": project_id,
-        "runs": len(had),
-        "passed": counts["pass"],
-        "failed": counts["fail"],
-        "errored": counts["error"],
-        "failed_by": sorted(failed_by),
-        "flaky": any(len(outcomes) > 1 for outcomes in by_candidate.values()),
-        "separation": separation(pairs),
-        "last_failed": last_failed,
-        "streak": streak,
+        "runs": 0,
+        "passed": 0,
+        "failed": 0,
+        "errored": 0,
+        "by_candidate": {},
+        "moments": [0, 0, 0, 0, 0],
+        "last_failed": None,
+        "streak": 0,
     }
 
 
+_COLUMN = {"pass": "passed", "fail": "failed", "error": "errored"}
+# What a record is counted on from (the rest, `_settled` works out again)
+_COUNTED_NAMES = ["case_id", "agent_pk", "project_id", "runs", *_COLUMN.values(), "by_candidate",
+                  "moments", "last_failed", "streak"]  # fmt: skip
+_COUNTED_FROM = [CaseRecord.__table__.c[name] for name in _COUNTED_NAMES]
+
+
+def _tally(row: dict[str, Any], outcome: str, candidate: str, rate: int | None, by: int) -> None:
+    """Add (`by` 1) or take away (-1) one run's outcome from a record's counts and moments."""
+    row["runs"] += by
+    row[_COLUMN[outcome]] += by
+    counts = row["by_candidate"].setdefault(candidate, [0, 0, 0])
+    counts[COUNTED.index(outcome)] += by
+    if not any(counts):
+        del row["by_candidate"][candidate]
+    if rate is not None:
+        y = int(outcome == "pass")
+        for i, term in enumerate((1, y, rate, y * rate, rate * rate)):
+            row["moments"][i] += by * term
+
+
+def _count_in(
+    row: dict[str, Any], outcome: str, candidate: str, rate: int | None, finished_at: Any
+) -> None:
+    """A run newer than every run the record counts had the case."""
+    _tally(row, outcome, candidate, rate, +1)
+    if outcome == "pass":
+        row["streak"] = 0
+    else:
+        row["streak"] += 1
+        row["last_failed"] = finished_at
+
+
+def _count_out(row: dict[str, Any], outcome: str, candidate: str, rate: int | None) -> None:
+    """The oldest run the record counts left the window: it was in the streak of runs that did
+    not pass only if every run was, and when it was the last one that did not pass there is
+    no last failure now."""
+    if row["streak"] == row["runs"]:
+        row["streak"] -= 1
+    _tally(row, outcome, candidate, rate, -1)
+    if not (row["failed"] or row["errored"]):
+        row["last_failed"] = None
+
+
+def _settled(row: dict[str, Any]) -> dict[str, Any]:
+    """A record with what is read from its counts: who failed it, whether it is flaky, and how
+    well it separates candidates."""
+    by_candidate = row["by_candidate"]
+    row["failed_by"] = sorted(c for c, (_, failed, errored) in by_candidate.items()
+                              if failed or errored)  # fmt: skip
+    row["flaky"] = any(sum(n > 0 for n in counts) > 1 for counts in by_candidate.values())
+    row["separation"] = separation(row["moments"])
+    return row
+
+
 def run_done(run: TestRun) -> None:
-    """A full run is done: rewrite its cases' records, and those of the run it pushed out."""
+    """A full run is done: bring its cases' records up to date, and those of the run it pushed
+    out of the window (each record read, changed by the two runs' outcomes, written again)."""
     conn = sql()
-    pushed = [row.pk for row in _window(conn, run.agent_pk, run.project_id, WINDOW + 1)[WINDOW:]]
-    cases = select(RunCase.case_id).where(RunCase.run_pk.in_([run.pk, *pushed])).distinct()
-    _rewrite(conn, run.agent_pk, run.project_id, cases)
+    window = _window(conn, run.agent_pk, run.project_id, WINDOW + 1)
+    pushed = window[WINDOW:]
+    if not window or window[0].pk != run.pk:  # not the newest: counted again from the window
+        ran = [run.pk, *(row.pk for row in pushed)]
+        cases = select(RunCase.case_id).where(RunCase.run_pk.in_(ran)).distinct()
+        _rewrite(conn, run.agent_pk, run.project_id, cases)
+        return
+    ran = {row.pk: row for row in [window[0], *pushed]}
+    had: dict[str, dict[int, str]] = defaultdict(dict)
+    for case_id, run_pk, outcome in conn.execute(
+        select(RunCase.case_id, RunCase.run_pk, RunCase.outcome).where(
+            RunCase.run_pk.in_(list(ran)), RunCase.outcome.in_(COUNTED)
+        )
+    ):
+        had[case_id][run_pk] = outcome
+    if not had:
+        return
+    touched = (
+        select(RunCase.case_id)
+        .where(RunCase.run_pk.in_(list(ran)), RunCase.outcome.in_(COUNTED))
+        .distinct()
+    )
+    counted = select(*_COUNTED_FROM).where(CaseRecord.case_id.in_(touched))
+    kept = {row[0]: dict(zip(_COUNTED_NAMES, row, strict=True)) for row in conn.execute(counted)}
+    rows = []
+    for case_id, outcomes in had.items():
+        row = kept.get(case_id) or _empty(case_id, run.agent_pk, run.project_id)
+        for old in pushed:
+            if old.pk in outcomes:
+                _count_out(row, outcomes[old.pk], old.candidate, _pass_rate(old.tallies))
+        if run.pk in outcomes:
+            _count_in(row, outcomes[run.pk], run.candidate, _pass_rate(run.tallies),
+                      run.finished_at)  # fmt: skip
+        if row["runs"]:
+            rows.append(_settled(row))
+    conn.execute(delete(CaseRecord).where(CaseRecord.case_id.in_(touched)))
+    if rows:
+        conn.execute(CaseRecord.__table__.insert(), rows)
 
 
 def _sets(conn: Connection) -> list[Any]:
@@ -155,10 +247,11 @@ def _sets(conn: Connection) -> list[Any]:
     return conn.execute(select(TestRun.agent_pk, TestRun.project_id).distinct()).all()
 
 
-def rebuild_all(conn: Connection) -> None:
-    """Every set's records from its stored runs (migration 0014)."""
+def rebuild_all(conn: Connection, columns: list[str] | None = None) -> None:
+    """Every set's records from its stored runs, with only `columns` when given (migrations 0014
+    and 0016)."""
     for agent_pk, project_id in _sets(conn):
-        _rewrite(conn, agent_pk, project_id)
+        _rewrite(conn, agent_pk, project_id, columns=columns)
 
 
 def breaches() -> list[str]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from .. import stance
 from ..database import db
 from ..errors import CaseChanged, CaseRetired, IfMatchRequired, NoChange
 from ..models import Case, CaseRevision, Snapshot
@@ -69,6 +70,8 @@ def revise_case(
     rows[-1]["from_test_run"] = from_test_run
     sql().execute(CaseRevision.__table__.insert(), rows)
     case.expect, case.revision, case.updated_at = expect, case.revision + 1, now
+    for column, value in stance.columns(expect, snapshot.input, snapshot.calls).items():
+        setattr(case, column, value)
     case.search_text = search.document(
         search.expect_words(expect), search.run_words(snapshot.input, snapshot.output)
     )

@@ -8,14 +8,15 @@ run) and kept in this process, so a page read again costs nothing until a case o
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Select, select
 
-from ..models import Case, CaseRecord, Snapshot, TestRun, TestSetChanges
+from ..grading import PARTS
+from ..models import Case, CaseRecord, TestRun, TestSetChanges
+from ..stance import VERDICT_PARTS
 from .access import readable
 from .common import sql
 from .identity import Principal
@@ -25,6 +26,7 @@ ALWAYS_FAILING_STREAK = 5  # runs in a row, newest first, that did not pass it
 LISTED = 100  # case ids (or pairs) shown of each kind
 BINS = 10
 _KEPT = 32  # test sets whose health this process keeps
+VERDICT_BITS = [2 ** PARTS.index(part) for part in VERDICT_PARTS]
 _cache: OrderedDict[tuple[int, str], tuple[tuple[Any, ...], Health]] = OrderedDict()
 
 
@@ -121,40 +123,42 @@ def test_set_health(caller: Principal, agent_id: str, project_id: str) -> Health
 
 
 def compute(agent_pk: int, agent_id: str, project_id: str) -> Health:
-    """The health of a set from its active cases' records and expectations."""
-    active = _active(agent_pk, project_id)
-    ids = set(sql().execute(active).scalars())
-    failing, flaky, recorded = set(), set(), set()
+    """The health of a set from its active cases' records and stances (`kindgi.stance`): one
+    narrow row a case, no JSON but the few tools a case names."""
+    failing, flaky, never_run = set(), set(), set()
     histogram = [0] * BINS
-    for case_id, runs, passed, is_flaky, streak in sql().execute(
-        select(
-            CaseRecord.case_id,
+    stances = []
+    rows = sql().execute(
+        _active(agent_pk, project_id)
+        .add_columns(
+            Case.run_id,
+            Case.input_key,
+            Case.parts,
+            Case.rights,
+            Case.wants,
+            Case.forbids,
             CaseRecord.runs,
             CaseRecord.passed,
             CaseRecord.flaky,
             CaseRecord.streak,
-        ).where(CaseRecord.case_id.in_(active))
-    ):
-        recorded.add(case_id)
+        )
+        .outerjoin(CaseRecord, CaseRecord.case_id == Case.id)
+    )
+    for case_id, run_id, key, parts, rights, wants, forbids, runs, passed, is_flaky, streak in rows:
+        stances.append((case_id, run_id, key, parts, rights, wants, forbids))
+        if runs is None:
+            never_run.add(case_id)
+            continue
         if streak >= ALWAYS_FAILING_STREAK:
             failing.add(case_id)
         if is_flaky:
             flaky.add(case_id)
         histogram[min(int(passed / runs * BINS), BINS - 1)] += 1
-    rows = (
-        sql()
-        .execute(
-            select(Case.id, Case.run_id, Case.expect, Snapshot.input, Snapshot.calls)
-            .join(Snapshot, Snapshot.run_id == Case.run_id)
-            .where(Case.id.in_(active))
-        )
-        .all()
-    )
-    involved, pairs = contradictions(rows)
+    involved, pairs = contradictions(stances)
     return Health(
         Found.of(failing),
         Found.of(flaky),
-        Found.of(ids - recorded),
+        Found.of(never_run),
         Found.of(involved),
         pairs,
         histogram,
@@ -165,34 +169,26 @@ def compute(agent_pk: int, agent_id: str, project_id: str) -> Health:
 
 def contradictions(cases: Any) -> tuple[set[str], list[tuple[str, str]]]:
     """The cases that contradict another, and the first `LISTED` such pairs, from rows of
-    (id, runId, expect, input, calls). Two cases on the same input contradict when one expects
-    a call to a tool the other forbids (`decisions: right` expects the run's own calls); two on
-    the same run when they give opposite verdicts on the same part."""
-    wants: dict[tuple[str, str], list[str]] = defaultdict(list)
-    forbids: dict[tuple[str, str], list[str]] = defaultdict(list)
-    verdicts: dict[tuple[str, str, str], list[str]] = defaultdict(list)
-    for case_id, run_id, expect, given, calls in cases:
-        same_input = json.dumps(given, sort_keys=True, separators=(",", ":"))
-        for part in ("decisions", "answer"):
-            if part in expect:
-                verdicts[(run_id, part, expect[part]["verdict"])].append(case_id)
-        decisions = expect.get("decisions")
-        if decisions is None:
-            continue
-        called = (
-            [c.get("tool") for c in calls or [] if isinstance(c, dict)]
-            if decisions["verdict"] == "right"
-            else [c["tool"] for c in decisions.get("shouldCall", [])]
-        )
-        for tool in {t for t in called if isinstance(t, str)}:
-            wants[(same_input, tool)].append(case_id)
-        for tool in set(decisions.get("mustNotCall", [])):
-            forbids[(same_input, tool)].append(case_id)
-    clashes = [(wants[key], forbids[key]) for key in wants if key in forbids]
+    (id, runId, inputKey, parts, rights, wants, forbids), a case's stance (`kindgi.stance`).
+    Two cases on the same input contradict when one wants a call to a tool the other forbids
+    (`decisions: right` wants the run's own calls); two on the same run when they give opposite
+    verdicts on the same part."""
+    wanting: dict[tuple[str, str], list[str]] = defaultdict(list)
+    forbidding: dict[tuple[str, str], list[str]] = defaultdict(list)
+    verdicts: dict[tuple[str, int, bool], list[str]] = defaultdict(list)
+    for case_id, run_id, key, parts, rights, wants, forbids in cases:
+        for bit in VERDICT_BITS:
+            if parts & bit:
+                verdicts[(run_id, bit, bool(rights & bit))].append(case_id)
+        for tool in wants or ():
+            wanting[(key, tool)].append(case_id)
+        for tool in forbids or ():
+            forbidding[(key, tool)].append(case_id)
+    clashes = [(wanting[key], forbidding[key]) for key in wanting if key in forbidding]
     clashes += [
-        (verdicts[(run_id, part, "right")], ids)
-        for (run_id, part, verdict), ids in verdicts.items()
-        if verdict == "wrong" and (run_id, part, "right") in verdicts
+        (verdicts[(run_id, bit, True)], ids)
+        for (run_id, bit, right), ids in verdicts.items()
+        if not right and (run_id, bit, True) in verdicts
     ]
     involved: set[str] = set()
     pairs: set[tuple[str, str]] = set()

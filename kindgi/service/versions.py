@@ -109,7 +109,7 @@ def freeze(caller: Principal, agent: AgentRef, project_id: str) -> TestSetVersio
     db.session.add(version)
     db.session.flush()
     bulk()
-    active = select(literal(version.pk), Case.id, Case.expert, Case.revision).where(
+    active = select(literal(version.pk), Case.id, Case.expert, Case.revision, Case.parts).where(
         Case.agent_pk == agent.pk,
         Case.project_id == project_id,
         Case.is_case,
@@ -117,7 +117,7 @@ def freeze(caller: Principal, agent: AgentRef, project_id: str) -> TestSetVersio
     )
     sql().execute(
         VersionMember.__table__.insert().from_select(
-            ["version_pk", "case_id", "expert", "revision"], active
+            ["version_pk", "case_id", "expert", "revision", "parts"], active
         )
     )
     version.total, version.expert = sql().execute(_ACTIVE_COUNTS, params).one()
