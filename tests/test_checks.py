@@ -117,6 +117,14 @@ BREACHES = {
         "UPDATE version_members SET revision = 5 WHERE case_id = 'case-2'",
         "version member case-2 pins revision 5, and its case is at 2",
     ),
+    "a version member whose version is gone": (
+        "UPDATE version_members SET version_pk = 9999 WHERE case_id = 'case-2'",
+        "version member case-2 of version 9999: no such version",
+    ),
+    "a version member of a case that is not its set's": (
+        "UPDATE version_members SET case_id = 'case-elsewhere' WHERE case_id = 'case-2'",
+        "version member case-elsewhere of version",
+    ),
     "a tag shown that the case lacks": (
         "UPDATE cases SET tags = 'billing,old,smoke' WHERE id = 'case-2'",
         "case case-2 shows tags 'billing,old,smoke', and has ['billing', 'smoke']",

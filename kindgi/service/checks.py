@@ -26,6 +26,7 @@ from ..models import (
     Snapshot,
     Tally,
     TestRun,
+    TestSetVersion,
     Token,
     VersionMember,
 )
@@ -193,6 +194,30 @@ def tags() -> list[str]:
         if (shown.split(",") if shown else []) != rows:
             breaches.append(f"case {case_id} shows tags {shown!r}, and has {rows}")
     return breaches
+
+
+def members() -> list[str]:
+    """Each version member names a stored version, and a case of that version's test set (what
+    foreign keys would hold: members have none, migration 0017)."""
+    found = db.session.execute(
+        select(VersionMember.version_pk, VersionMember.case_id, TestSetVersion.pk)
+        .outerjoin(TestSetVersion, TestSetVersion.pk == VersionMember.version_pk)
+        .outerjoin(
+            Case,
+            and_(
+                Case.id == VersionMember.case_id,
+                Case.agent_pk == TestSetVersion.agent_pk,
+                Case.project_id == TestSetVersion.project_id,
+            ),
+        )
+        .where(or_(TestSetVersion.pk.is_(None), Case.id.is_(None)))
+        .order_by(VersionMember.version_pk, VersionMember.case_id)
+    )
+    return [
+        f"version member {case_id} of version {version_pk}: "
+        + ("no such version" if version is None else "no such case in its test set")
+        for version_pk, case_id, version in found
+    ]
 
 
 def _graded_there(case_id: Any, run_id: Any) -> Any:
@@ -435,6 +460,7 @@ RULES: dict[str, Callable[[], list[str]]] = {
     "search words": search_words,
     "case revisions": revisions,
     "case tags": tags,
+    "version members": members,
     "triage from test runs": triage,
     "idempotency answers": idempotency_answers,
     "test run tallies": run_tallies,
