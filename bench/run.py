@@ -1744,7 +1744,10 @@ def time_at_scale(db: Database, token: str, results: Results) -> None:
     from kindgi.service import set_health
     from kindgi.service.test_runs import new_tallies, settle
 
-    app = create_app({"SQLALCHEMY_DATABASE_URI": db.url, "SECRET_KEY": SECRET})
+    # the history's bulk statements may outlast the usual timeout on a busy host: not measured
+    config = {"SQLALCHEMY_DATABASE_URI": db.url, "SECRET_KEY": SECRET,
+              "DB_STATEMENT_TIMEOUT_MS": 600_000}  # fmt: skip
+    app = create_app(config)
     client = app.test_client()
     auth = {"Authorization": f"Bearer {token}"}
     runs, health = f"/v1/agents/{AGENT}/test-runs", f"/v1/agents/{AGENT}/test-set/health"

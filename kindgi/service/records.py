@@ -25,7 +25,7 @@ from sqlalchemy import Connection, Select, delete, select
 from ..database import db
 from ..models import CaseRecord, RunCase, TestRun
 from . import cases as case_service  # a module: cases reaches this one through test_runs
-from .common import sql
+from .common import bulk, sql
 from .identity import Principal
 
 WINDOW = 50
@@ -202,6 +202,7 @@ def run_done(run: TestRun) -> None:
     """A full run is done: bring its cases' records up to date, and those of the run it pushed
     out of the window (each record read, changed by the two runs' outcomes, written again)."""
     conn = sql()
+    bulk()  # a full run of a large set rewrites as many records
     window = _window(conn, run.agent_pk, run.project_id, WINDOW + 1)
     pushed = window[WINDOW:]
     if not window or window[0].pk != run.pk:  # not the newest: counted again from the window
