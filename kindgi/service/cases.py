@@ -215,13 +215,11 @@ def _cases_of(
 ) -> Page:
     """A page of the list; with `asked`, each row with its run's input last (`_page_query`)."""
     f = _filters(caller, agent, project_id, **filters)
-    if asked:
-        return keyset_page(
-            lambda after: _page_query(f.shape, after), f.params, limit, cursor, f.binding
-        )
-    return keyset_page(
-        lambda after: _cases_query(*f.shape, after), f.params, limit, cursor, f.binding
-    )
+
+    def statement(after: bool) -> Select[Any]:
+        return _page_query(f.shape, after) if asked else _cases_query(*f.shape, after)
+
+    return keyset_page(statement, f.params, limit, cursor, f.binding)
 
 
 def _listed(filters: dict[str, Any], name: str) -> list[str]:
