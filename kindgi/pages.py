@@ -192,7 +192,6 @@ def cases(agent_id: str):
         "counts": view.counts,
         "tools": view.tools,
         "matching": view.matching,
-        "asked": view.asked,
         "max_counted": service.MAX_COUNTED,
         "may_publish": view.may_publish,
         "more_url": _more_url(view.page),

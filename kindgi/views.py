@@ -144,23 +144,23 @@ def swap() -> bool:
     )
 
 
-def case_rows(
-    rows: Any, case_url: str, words: set[str], may_publish: bool, asked: dict[str, Any]
-) -> Markup:
+def case_rows(rows: Any, case_url: str, words: set[str], may_publish: bool) -> Markup:
     """The rows of the cases list, each a case's id and address (`case_url` and its id), kind,
-    the version it was made on, what its run was asked (`asked`, by run id, in a line), what it
-    expects (the searched words marked), who added it and
-    when, and whether it is retired, its tags beside its id; with a box to tick when the caller
-    may change it. `rows` are rows of the list (each expectation the JSON text stored), read by
-    position (`schemas.cases.CASE_FIELDS`).
+    the version it was made on, what its run was asked (in a line), what it expects (the
+    searched words marked), who added it and when, and whether it is retired, its tags beside
+    its id; with a box to tick when the caller may change it. `rows` are the cases page's
+    (`service.cases._page_query`): a list's row (`schemas.cases.CASE_FIELDS`, each expectation
+    the JSON text stored) and its run's input, the JSON text stored, read by position.
 
     Written as one text in Python, not a template loop: Jinja's per-row filter calls, Markup's
     `%` and an escape per cell were most of the page's time. Every text from the database is
-    escaped (`html.escape`) once, here."""
+    escaped (`html.escape`) once, here; a run's input is read and made a line once a page,
+    however many of its cases the page shows."""
     url = html.escape(case_url)
+    asked: dict[str, str] = {}  # each run's input in a line, escaped, by run id
     out = []
     for (added_at, ident, kind, _, run_id, made_on, expect, expert, by_kind, by_id, _, _, _, _,
-         retired_at, _, tags, _) in rows:  # fmt: skip
+         retired_at, _, tags, _, said_in) in rows:  # fmt: skip
         case_id = html.escape(ident)
         chips = (
             "".join(f' <span class="tag">{html.escape(t)}</span>' for t in tags.split(","))
@@ -169,6 +169,10 @@ def case_rows(
         )
         said = summary(orjson.loads(expect))
         said = highlighted(said, words) if words else html.escape(said)
+        line = asked.get(run_id)
+        if line is None:
+            line = html.escape(one_line(None if said_in is None else orjson.loads(said_in)))
+            asked[run_id] = line
         out.append(  # a cell a line, as a template would write them: the text has its spaces
             f'<tr class="{"" if retired_at is None else "retired"}">'
             + (
@@ -181,7 +185,7 @@ def case_rows(
             f"\n  <td>{'correction' if kind == 'correction' else 'by hand'}"
             f"{_EXPERT if expert else ''}</td>"
             f"\n  <td>{html.escape(made_on)}</td>"
-            f'\n  <td class="summary">{html.escape(one_line(asked.get(run_id)))}</td>'
+            f'\n  <td class="summary">{line}</td>'
             f'\n  <td class="summary">{said}</td>'
             f"\n  <td>{_who(by_id, by_kind)}</td>"
             f"\n  <td>{_time(added_at)}</td>"

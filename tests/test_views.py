@@ -3,14 +3,19 @@ that everything stored in it is escaped, and the searched words marked."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from datetime import UTC, datetime
 
 import pytest
 from conftest import AGENT, P1, sign_in
+from sqlalchemy import select
+from test_run_pages import statements
 
 from kindgi import views
+from kindgi.database import db
+from kindgi.models import Snapshot
 from kindgi.schemas.cases import CASE_FIELDS
 
 AT = datetime(2026, 5, 1, 9, 30, 15, 250_000)
@@ -47,9 +52,9 @@ def test_a_moment_is_shown_to_the_minute_with_its_exact_time_for_machines():
     assert views.when(aware) == views.when(AT)
 
 
-def row(**fields):
-    """A row of the cases list (its columns in `schemas.cases.CASE_FIELDS`' order), its expectation
-    the JSON text stored."""
+def row(asked=None, **fields):
+    """A row of the cases page: the list's (its columns in `schemas.cases.CASE_FIELDS`' order),
+    its expectation the JSON text stored, then what its run was asked (JSON text, or None)."""
     case = {
         "id": "case-1",
         "kind": "hand",
@@ -62,19 +67,18 @@ def row(**fields):
         "retired_at": None,
     }
     case = {**case, **fields}
-    return tuple(case.get(name) for name in CASE_FIELDS)
+    return (*(case.get(name) for name in CASE_FIELDS), None if asked is None else json.dumps(asked))
 
 
 def test_a_row_escapes_everything_stored_and_marks_the_words_searched():
     hostile = '<img src=x onerror="alert(1)">'
     html = views.case_rows(
         [row(id=f"case-{hostile}", made_on=hostile, added_by_id=hostile, added_by_kind="service",
-             run_id="run-h", tags=f"smoke,{hostile}",
+             run_id="run-h", tags=f"smoke,{hostile}", asked={"question": hostile},
              expect=json.dumps({"answer": {"verdict": "wrong", "why": f"{hostile} lease"}}))],
         "/agents/a/test-set/cases/",
         {"lease"},
         True,
-        {"run-h": {"question": hostile}},
     )  # fmt: skip
     assert "<img" not in html
     assert (
@@ -99,9 +103,9 @@ def test_the_words_searched_are_marked_as_the_search_cuts_them():
 
 
 def test_a_row_says_what_the_case_is_and_offers_a_box_only_to_who_may_publish():
-    asked = {"run-1": {"question": "Draft a lease clause"}}
-    shown = views.case_rows([row(run_id="run-1", tags="smoke")], "/agents/a/test-set/cases/",
-                            set(), True, asked)  # fmt: skip
+    asked = {"question": "Draft a lease clause"}
+    shown = views.case_rows([row(run_id="run-1", tags="smoke", asked=asked)],
+                            "/agents/a/test-set/cases/", set(), True)  # fmt: skip
     assert (
         '<a href="/agents/a/test-set/cases/case-1">case-1</a> <span class="tag">smoke</span>'
         in shown
@@ -109,9 +113,31 @@ def test_a_row_says_what_the_case_is_and_offers_a_box_only_to_who_may_publish():
     assert '<td class="summary">question: Draft a lease clause</td>' in shown
     assert 'title="An expert\'s case"' in shown and 'name="caseIds"' in shown
     assert "<td>active</td>" in shown and '<tr class="">' in shown
-    retired = views.case_rows([row(retired_at=AT, expert=False)], "/c/", set(), False, {})
+    retired = views.case_rows([row(retired_at=AT, expert=False)], "/c/", set(), False)
     assert '<tr class="retired">' in retired and "tag retired" in retired
     assert "caseIds" not in retired and "expert" not in retired
+
+
+def test_the_cases_page_says_what_each_cases_run_was_asked_read_with_its_rows(app, api, client):
+    """Each row's Asked cell is its run's input in a line, read in the rows' own statement (a
+    second one for the inputs was a tenth of the page's time)."""
+    listed = api.get(f"/v1/agents/{AGENT}/test-set/cases?projectId={P1}").get_json()["data"]
+    with app.app_context():
+        inputs = dict(db.session.execute(select(Snapshot.run_id, Snapshot.input)).all())
+    sign_in(client, "publisher@acme.test", "publisher-pass-1")
+    with statements(app) as sent:
+        page = client.get(f"/agents/{AGENT}/test-set/cases?projectId={P1}").get_data(as_text=True)
+    shown = re.findall(
+        r'<a href="[^"]*/test-set/cases/([^"]+)">.*</td>\n  <td>.*</td>\n  <td>.*</td>\n'
+        r'  <td class="summary">(.*)</td>',
+        page,
+    )
+    assert shown == [
+        (case["id"], html.escape(views.one_line(inputs.get(case["runId"])))) for case in listed
+    ]
+    assert any(asked for _, asked in shown)
+    reading = [s for s in sent if "snapshots" in s]
+    assert len(reading) == 1 and "FROM cases" in reading[0], reading
 
 
 def test_the_cases_page_counts_the_active_cases_by_kind_and_by_expert(api, client):

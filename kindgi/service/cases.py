@@ -36,6 +36,10 @@ CASE_COLUMNS = tuple(
     for name in CASE_FIELDS
 )
 
+# Which statement a list's filters need: the dialect, retired cases too, one kind only, the
+# other filters given, and how a search is answered (`_cases_query`'s arguments)
+Shape = tuple[str, bool, bool, frozenset[str], str | None]
+
 
 @cache
 def _cases_query(
@@ -66,6 +70,22 @@ def _cases_query(
         # few matches and sort them, not walk the whole list for them
         return newest_first(query, func.coalesce(Case.added_at, Case.added_at), Case.id, after)
     return newest_first(query, Case.added_at, Case.id, after)
+
+
+@cache
+def _page_query(shape: Shape, after: bool) -> Select[Any]:
+    """The cases page's rows: the list's page, each row with what its case's run was asked
+    (its snapshot's input, the JSON text stored; None without one) as a last column. Read for
+    the page's rows alone, after the list's own statement has picked them, in the list's
+    order: one statement, where a second for the inputs cost the page a tenth of its time."""
+    listed = _cases_query(*shape, after).subquery("listed")
+    asked = (
+        select(cast(Snapshot.input, Text))
+        .where(Snapshot.run_id == listed.c.run_id)
+        .scalar_subquery()
+        .label("asked")
+    )
+    return select(listed, asked).order_by(listed.c.added_at.desc(), listed.c.id.desc())
 
 
 @cache
@@ -143,7 +163,7 @@ class _Filters:
 
     params: dict[str, Any]
     binding: dict[str, Any]
-    shape: tuple[str, bool, bool, frozenset[str], str | None]
+    shape: Shape
 
 
 def _filters(
@@ -191,12 +211,16 @@ def _cases_of(
     *,
     limit: int = 25,
     cursor: str | None = None,
+    asked: bool = False,
     **filters: Any,
 ) -> Page:
+    """A page of the list; with `asked`, each row with its run's input last (`_page_query`)."""
     f = _filters(caller, agent, project_id, **filters)
-    return keyset_page(
-        lambda after: _cases_query(*f.shape, after), f.params, limit, cursor, f.binding
-    )
+
+    def statement(after: bool) -> Select[Any]:
+        return _page_query(f.shape, after) if asked else _cases_query(*f.shape, after)
+
+    return keyset_page(statement, f.params, limit, cursor, f.binding)
 
 
 def _listed(filters: dict[str, Any], name: str) -> list[str]:
@@ -269,17 +293,16 @@ SEARCH_FILTERS = (
 
 @dataclass
 class CasesView:
-    """What the cases page shows: a page of cases with what each one's run was asked, the
-    counts, whether the caller may publish (add, retire, restore, tag) there; with the counts,
-    the tools to filter by and, when filtered, how many cases match (up to
-    `MAX_COUNTED + 1`)."""
+    """What the cases page shows: a page of cases, each row with what its run was asked last
+    (`_page_query`), the counts, whether the caller may publish (add, retire, restore, tag)
+    there; with the counts, the tools to filter by and, when filtered, how many cases match
+    (up to `MAX_COUNTED + 1`)."""
 
     page: Page
     counts: Counts | None
     may_publish: bool
     tools: list[str] = field(default_factory=list)
     matching: int | None = None
-    asked: dict[str, Any] = field(default_factory=dict)  # each run's input, by run id
 
 
 def cases_page(
@@ -288,23 +311,14 @@ def cases_page(
     """The cases page's content, the agent, project and grants looked up once (a "Load more"
     needs no counts)."""
     agent, may = readable(caller, agent_id, project_id)
-    page = _cases_of(caller, agent, project_id, **filters)
-    asked = _inputs({row.run_id for row in page.items})
+    page = _cases_of(caller, agent, project_id, asked=True, **filters)
     if not with_counts:
-        return CasesView(page, None, may.may_publish, asked=asked)
+        return CasesView(page, None, may.may_publish)
     counts, tools = page_counts(agent.pk, agent.id, project_id)
-    view = CasesView(page, counts, may.may_publish, tools, asked=asked)
+    view = CasesView(page, counts, may.may_publish, tools)
     if any(filters.get(name) is not None for name in SEARCH_FILTERS):
         view.matching = _count(caller, agent, project_id, filters)
     return view
-
-
-def _inputs(run_ids: set[str]) -> dict[str, Any]:
-    """What each of these runs was asked (its snapshot's input), by run id: a page's worth."""
-    if not run_ids:
-        return {}
-    found = select(Snapshot.run_id, Snapshot.input).where(Snapshot.run_id.in_(sorted(run_ids)))
-    return dict(sql().execute(found).all())
 
 
 def _count(caller: Principal, agent: AgentRef, project_id: str, args: dict[str, Any]) -> int:
