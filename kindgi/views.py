@@ -210,13 +210,15 @@ def link(endpoint: str, **values: Any) -> str:
         env.get("SCRIPT_NAME"),
     )
     try:
-        return _link(where, req.blueprint, endpoint, frozenset(values.items()))
+        # the values in the order given: a set's order differs between processes, and so did
+        # the order of a link's query arguments
+        return _link(where, req.blueprint, endpoint, tuple(values.items()))
     except TypeError:  # a value that can't be kept by (a list): built each time
         return url_for(endpoint, **values)
 
 
 @lru_cache(maxsize=4096)
 def _link(
-    addressed: tuple[Any, ...], blueprint: str | None, endpoint: str, values: frozenset
+    addressed: tuple[Any, ...], blueprint: str | None, endpoint: str, values: tuple[Any, ...]
 ) -> str:
     return url_for(endpoint, **dict(values))
