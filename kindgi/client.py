@@ -14,11 +14,13 @@ with Client("https://kindgi.example", "kgi_…") as kg:
 ```
 
 Each method is one route (docs/design.md §6 and §9 list them, `/v1/openapi.json` has every
-field). Bodies are the API's JSON as it is (`add_case`, `record_run`, `record_correction`); a
-method's keyword arguments are the route's query parameters or body fields in snake_case
-(`added_by` is `addedBy`, `rerun_of` is `rerunOf`); a `bool` is sent as `true`/`false`, a list as
-its items comma-separated and a `datetime` (with its zone) in RFC 3339. A list comes back as
-`Rows`, which reads its pages as it is iterated.
+field; tests/test_client.py fails for an operation without a method). Bodies are the API's
+JSON as it is (`add_case`, `revise`, `record_run`, `record_correction`); a method's keyword
+arguments are the route's query parameters or body fields in snake_case (`added_by` is
+`addedBy`, `rerun_of` is `rerunOf`); a `bool` is sent as `true`/`false`, a list as its items
+comma-separated and a `datetime` (with its zone) in RFC 3339. A list comes back as `Rows`, which
+reads its pages as it is iterated. A case's revision sends `If-Match` (`revise`): a stale one is
+`412 case-changed`, raised, never retried.
 
 Every write (POST, PATCH, DELETE) carries an `Idempotency-Key`, a fresh one per call and the same
 on each retry of it, so a retry never does anything twice (docs/API-ROUTE-CONVENTIONS.md §3.1).
@@ -174,6 +176,16 @@ def _checked(given: dict[str, Any], allowed: type) -> dict[str, Any]:
     return given
 
 
+def _tags(add: str | Iterable[str], remove: str | Iterable[str]) -> dict[str, list[str]]:
+    """A tags body: the tags given (a `str` is one tag), an empty list left out."""
+    given = {"add": _names(add), "remove": _names(remove)}
+    return {name: tags for name, tags in given.items() if tags}
+
+
+def _names(names: str | Iterable[str]) -> list[str]:
+    return [names] if isinstance(names, str) else list(names)
+
+
 def _json_lines(resp: httpx.Response) -> Iterator[dict[str, Any]]:
     for line in _lines(resp):
         yield json.loads(line)
@@ -266,10 +278,14 @@ class Client:
         params: dict[str, Any] | None = None,
         body: Any = None,
         stream: bool = False,
+        headers: dict[str, str] | None = None,
     ) -> httpx.Response:
         """One call: a success's answer (not yet read when `stream`), after the retries the
-        module describes; every try of a write carries the same Idempotency-Key."""
-        headers = {"Idempotency-Key": str(uuid.uuid4())} if method in WRITES else {}
+        module describes; every try of a write carries the same Idempotency-Key (and the same
+        `headers`)."""
+        headers = dict(headers or {})
+        if method in WRITES:
+            headers["Idempotency-Key"] = str(uuid.uuid4())
         request = self.http.build_request(method, path, params=params, json=body, headers=headers)
         attempt = 0
         while True:
@@ -346,11 +362,72 @@ class Client:
         case added."""
         return self._json("POST", self._agent(agent, "test-set", "cases"), body=body)
 
-    def retire(self, agent: str, case_id: str, reason: str) -> dict[str, Any]:
+    def retire(
+        self, agent: str, case_id: str, reason: str, *, from_test_run: str | None = None
+    ) -> dict[str, Any]:
         """Retire a case (no test run checks it), saying why (1..1000 characters); the case.
-        A retired one is `409 case-retired`."""
+        `from_test_run` names a test run that graded it, which then lists the retirement
+        (docs/design.md §9.12). A retired one is `409 case-retired`."""
         path = self._agent(agent, "test-set", "cases", case_id, "retire")
-        return self._json("POST", path, body={"reason": reason})
+        return self._json("POST", path, body=_query(reason=reason, from_test_run=from_test_run))
+
+    def revise(
+        self,
+        agent: str,
+        case_id: str,
+        body: dict[str, Any],
+        *,
+        revision: int | None = None,
+        from_test_run: str | None = None,
+    ) -> dict[str, Any]:
+        """Revise a case's expectation: `body` is a hand case's body without `runId`, plus
+        `note` (why, 1..1000 characters); the case at its next `revision` (docs/design.md
+        §4.4). `revision` is the one the caller read (a case's `revision`), sent as `If-Match`
+        (the case's ETag, `"r<revision>"`): a case revised since is `412 case-changed`
+        (`details["revision"]` the one now), raised and never retried over. Without it the
+        case is read first, which guards only the moment between that read and this write.
+        `from_test_run` as for `retire`. A retired case is `409 case-retired`, the same
+        expectation `409 no-change`."""
+        if revision is None:
+            revision = self.case(agent, case_id)["revision"]
+        path = self._agent(agent, "test-set", "cases", case_id, "revise")
+        sent = {**body, **_query(from_test_run=from_test_run)}
+        return self._json("POST", path, body=sent, headers={"If-Match": f'"r{revision}"'})
+
+    def revisions(self, agent: str, case_id: str) -> list[dict[str, Any]]:
+        """Every expectation the case has had, the current one first: `{revision, expect,
+        note?, by, at, fromTestRun?}`; revision 1 is the case as added, with no note."""
+        path = self._agent(agent, "test-set", "cases", case_id, "revisions")
+        return self._json("GET", path)["data"]
+
+    def tag(
+        self,
+        agent: str,
+        case_id: str,
+        *,
+        add: str | Iterable[str] = (),
+        remove: str | Iterable[str] = (),
+    ) -> dict[str, Any]:
+        """Add tags to a case and take others off it (a `str` is one tag; lower-case letters,
+        digits and hyphens, at most 20 a case; at least one change, no tag in both); the case,
+        `tags` sorted. Tags change no version."""
+        path = self._agent(agent, "test-set", "cases", case_id, "tags")
+        return self._json("POST", path, body=_tags(add, remove))
+
+    def tag_cases(
+        self,
+        agent: str,
+        project_id: str,
+        case_ids: Iterable[str],
+        *,
+        add: str | Iterable[str] = (),
+        remove: str | Iterable[str] = (),
+    ) -> list[dict[str, Any]]:
+        """Tag 1..500 cases of the project's set at once, active or retired, all or none, as
+        `tag`; the cases, in id order. Ids it lacks are `404 case-not-found` naming them."""
+        body = {"projectId": project_id, "caseIds": list(case_ids), **_tags(add, remove)}
+        path = self._agent(agent, "test-set", "cases", "tags")
+        return self._json("POST", path, body=body)["data"]
 
     def restore(self, agent: str, case_id: str) -> dict[str, Any]:
         """Make a retired case active again; the case. An active one is `409 case-active`."""

@@ -57,6 +57,22 @@ def test_an_expert_filters_loads_more_goes_back_and_opens_a_case(page, server):
     page.get_by_role("row", name=re.compile("Drafting")).get_by_role("link", name=AGENT).click()
     expect(page.get_by_role("heading", name=re.compile(AGENT))).to_be_visible()
     expect(case_rows(page)).to_have_count(25)
+    chips = {
+        "smoke": ["case-extra-059", "case-extra-058", "case-extra-055"],
+        "billing": ["case-extra-058", "case-extra-056"],
+        "lease": ["case-extra-057"],
+    }
+    for tag, ids in chips.items():  # tags change no version: the other flows see the same set
+        tagged = requests.post(
+            f"{server}/v1/agents/{AGENT}/test-set/cases/tags",
+            json={"projectId": P1, "caseIds": ids, "add": [tag]},
+            headers={"Authorization": f"Bearer {TOKENS['publisher']}"},
+            timeout=10,
+        )
+        assert tagged.ok, tagged.text
+    page.reload()
+    chips_of_58 = case_row(page, "case-extra-058").locator("span[class=tag]")  # not "expert"
+    expect(chips_of_58).to_have_text(["billing", "smoke"])
     shoot(page, "cases.png")
 
     page.get_by_label("Corrections").check()

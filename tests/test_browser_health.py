@@ -1,6 +1,7 @@
 """The test set's Health tab in a real browser (Debian's Chromium, Playwright) against a live
 server, with JavaScript and without: a team lead finds the case every run failed, sees the
-histogram (its values also as a table) and goes to retire it.
+histogram (its values also as a table) and goes to retire it. With KINDGI_UPDATE_SCREENSHOTS=1
+the Health tab is the README's screenshot.
 
 The world: the test world plus case W (run-1's decisions were right) and five finished test runs
 of acme.drafting in P1 that all fail W and pass cor-1 and case-2.
@@ -17,6 +18,7 @@ import pytest
 from browsing import CHROMIUM, sign_in
 from conftest import AGENT, P1, app_on
 from playwright.sync_api import expect
+from test_browser import shoot
 from test_browser_runs import GOOD, checked
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium")
@@ -62,6 +64,9 @@ def test_a_team_lead_finds_the_always_failing_case_and_goes_to_retire_it(page, s
     expect(table.get_by_role("row", name="0 to 10 % 1")).to_be_visible()
     expect(table.get_by_role("row", name="90 to 100 % 2")).to_be_visible()
     checked(page)
+    page.mouse.wheel(0, 250)  # the screenshot: from the always-failing case to the histogram
+    page.wait_for_timeout(300)
+    shoot(page, "health.png")
     failing.get_by_role("link", name="Retire").click()
     expect(page).to_have_url(re.compile(rf"/cases/{W}#retire$"))
     expect(page.get_by_role("heading", name="Retire")).to_be_visible()

@@ -9,7 +9,9 @@ before and after, never with the world's absolute numbers.
 from __future__ import annotations
 
 import csv
+import inspect
 import io
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -17,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_type_hints
 
 import httpx
 import pytest
@@ -28,6 +30,7 @@ import kindgi
 from kindgi import ApiError, Client
 
 QUESTION = {"q": "Draft a lease clause"}  # run-1's input
+WRONG = {"answer": "wrong", "shouldSay": "Cite clause 7."}  # a revision of a hand case
 
 
 @pytest.fixture(scope="module")
@@ -125,6 +128,70 @@ def test_cases_are_retired_and_restored_together(kg):
     restored = kg.restore_cases(AGENT, P1, ids)
     assert [c["id"] for c in restored] == ids and not any("retired" in c for c in restored)
     assert kg.counts(AGENT, P1)["cases"] == before
+
+
+def test_a_case_is_revised_from_the_revision_read_and_its_revisions_listed(kg):
+    case = hand_case(kg, why="Cite the clause.")
+    revised = kg.revise(
+        AGENT, case["id"], {**WRONG, "note": "Too curt."}, revision=case["revision"]
+    )
+    assert (revised["id"], revised["revision"]) == (case["id"], 2)
+    assert revised["expect"] != case["expect"] and kg.case(AGENT, case["id"]) == {
+        **revised,
+        "snapshot": kg.case(AGENT, case["id"])["snapshot"],
+    }
+    again = kg.revise(
+        AGENT, case["id"], {"answer": "right", "why": "Cite the clause.", "note": "Back."}
+    )  # reads it first
+    assert again["revision"] == 3 and again["expect"] == case["expect"]
+    listed = kg.revisions(AGENT, case["id"])
+    assert [(r["revision"], r.get("note")) for r in listed] == [
+        (3, "Back."),
+        (2, "Too curt."),
+        (1, None),
+    ]
+    assert listed[0]["expect"] == again["expect"] and listed[2]["expect"] == case["expect"]
+
+
+def test_a_stale_revision_is_412_case_changed_raised_once_and_changing_nothing(kg, base):
+    case = hand_case(kg)
+    kg.revise(AGENT, case["id"], {**WRONG, "note": "First."}, revision=1)
+    before = (kg.case(AGENT, case["id"]), kg.revisions(AGENT, case["id"]))
+    with flaky(base, []) as (proxy, client), pytest.raises(ApiError) as refused:
+        client.revise(AGENT, case["id"], {"answer": "right", "note": "Second."}, revision=1)
+    assert (refused.value.status, refused.value.code) == (412, "case-changed")
+    assert refused.value.details == {"revision": 2}
+    assert [method for method, _, _ in proxy.seen] == ["POST"]  # never read again and retried
+    assert (kg.case(AGENT, case["id"]), kg.revisions(AGENT, case["id"])) == before
+
+
+def test_a_revision_and_a_retirement_name_the_test_run_they_were_made_from(kg):
+    case = hand_case(kg)
+    run = kg.start_test_run(AGENT, P1, "2.0.0")
+    body = {**WRONG, "note": "Seen in the run."}
+    kg.revise(AGENT, case["id"], body, revision=1, from_test_run=run["id"])
+    assert [r.get("fromTestRun") for r in kg.revisions(AGENT, case["id"])] == [run["id"], None]
+    retired = kg.retire(AGENT, case["id"], "obsolete", from_test_run=run["id"])
+    assert retired["retired"]["fromTestRun"] == run["id"]
+    kg.restore(AGENT, case["id"])
+    plain = kg.retire(AGENT, case["id"], "obsolete")
+    assert "fromTestRun" not in plain["retired"]
+    kg.restore(AGENT, case["id"])  # case-1 stays the one retired case the others see
+    kg.cancel_test_run(AGENT, run["id"])
+
+
+def test_cases_are_tagged_one_and_many_at_once_and_listed_by_tag(kg):
+    one, two = hand_case(kg), hand_case(kg)
+    tagged = kg.tag(AGENT, one["id"], add=["client-b", "client-a"])
+    assert tagged["tags"] == ["client-a", "client-b"] and tagged["revision"] == one["revision"]
+    assert kg.tag(AGENT, one["id"], remove="client-a")["tags"] == ["client-b"]
+    ids = sorted([one["id"], two["id"]])
+    both = kg.tag_cases(AGENT, P1, iter(ids), add="client-bulk", remove=["client-b"])
+    assert [(c["id"], c["tags"]) for c in both] == [(i, ["client-bulk"]) for i in ids]
+    assert sorted(c["id"] for c in kg.cases(AGENT, P1, tag="client-bulk")) == ids
+    gone = kg.tag_cases(AGENT, P1, ids, remove="client-bulk")
+    assert not any("tags" in c for c in gone)
+    assert list(kg.cases(AGENT, P1, tag=["client-bulk", "client-b"])) == []
 
 
 def test_the_cases_iterator_follows_next_cursor_through_every_page(kg):
@@ -281,12 +348,126 @@ def test_the_openapi_document_names_every_route(kg):
     assert "/v1/agents/{agentId}/test-runs/{runId}/report.xml" in document["paths"]
 
 
+# Each /v1 operation's Client method and arguments for it (`x` for any id). The OTLP endpoint is
+# for an OpenTelemetry exporter, not this client (docs/client.md).
+METHODS: dict[str, tuple[str, tuple[Any, ...], dict[str, Any]]] = {
+    "agentsTestSetGet": ("counts", ("a", P1), {}),
+    "agentsTestSetListCases": ("cases", ("a", P1), {}),
+    "agentsTestSetAddCase": ("add_case", ("a", {}), {}),
+    "agentsTestSetRetireCases": ("retire_cases", ("a", P1, ["x"], "r"), {}),
+    "agentsTestSetRestoreCases": ("restore_cases", ("a", P1, ["x"]), {}),
+    "agentsTestSetTagCases": ("tag_cases", ("a", P1, ["x"]), {"add": "t"}),
+    "agentsTestSetExport": ("export", ("a", P1), {}),
+    "agentsTestSetGetCase": ("case", ("a", "x"), {}),
+    "agentsTestSetHealth": ("health", ("a", P1), {}),
+    "agentsTestSetGetCaseRecord": ("case_record", ("a", "x"), {}),
+    "agentsTestSetRetireCase": ("retire", ("a", "x", "r"), {}),
+    "agentsTestSetRestoreCase": ("restore", ("a", "x"), {}),
+    "agentsTestSetReviseCase": ("revise", ("a", "x", {}), {"revision": 1}),
+    "agentsTestSetTagCase": ("tag", ("a", "x"), {"add": "t"}),
+    "agentsTestSetListRevisions": ("revisions", ("a", "x"), {}),
+    "agentsListRuns": ("runs", ("a", P1), {}),
+    "agentsRecordRun": ("record_run", ("a", {}), {}),
+    "agentsRecordCorrection": ("record_correction", ("a", "x", {}), {}),
+    "agentsSetCorrectionStatus": ("set_correction_status", ("a", "x", "fixed"), {}),
+    "tokensCreate": ("create_token", ("n",), {}),
+    "tokensList": ("tokens", (), {}),
+    "tokensRevoke": ("revoke_token", ("x",), {}),
+    "openapiDocument": ("openapi", (), {}),
+    "agentsTestSetListVersions": ("versions", ("a", P1), {}),
+    "agentsTestSetDiffVersions": ("diff", ("a", P1, "v1", "v2"), {}),
+    "agentsTestRunsStart": ("start_test_run", ("a", P1, "1.0"), {}),
+    "agentsTestRunsList": ("test_runs", ("a", P1), {}),
+    "agentsTestRunsGet": ("test_run", ("a", "x"), {}),
+    "agentsTestRunsCases": ("cases_to_answer", ("a", "x"), {}),
+    "agentsTestRunsSendResults": ("send_results", ("a", "x", []), {}),
+    "agentsTestRunsListResults": ("results", ("a", "x"), {}),
+    "agentsTestRunsFinish": ("finish_test_run", ("a", "x"), {}),
+    "agentsTestRunsCancel": ("cancel_test_run", ("a", "x"), {}),
+    "agentsTestRunsGetResult": ("result", ("a", "x", "x"), {}),
+    "agentsTestRunsCompare": ("compare", ("a", "x", "x"), {}),
+    "agentsTestRunsReport": ("junit_report", ("a", "x"), {}),
+}
+NOT_THE_CLIENTS = {"tracesExport"}
+CHOSEN_BY_THE_METHOD = {"cursor", "format"}  # Rows follows the cursor; export or export_csv
+
+
+def operations(document: dict[str, Any]) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
+    """Each operation of the document: its id, method, path and itself."""
+    for path, item in document["paths"].items():
+        for method, op in item.items():
+            if isinstance(op, dict) and "operationId" in op:
+                yield op["operationId"], method.upper(), path, op
+
+
+def names_taken(method: Callable[..., Any]) -> set[str]:
+    """What a Client method lets its caller give, as the API names it: its arguments and the
+    fields of the TypedDict its `**` argument unpacks, in camelCase (`page_size` as `limit`)."""
+    names: set[str] = set()
+    for param in inspect.signature(method).parameters.values():
+        if param.kind is param.VAR_KEYWORD:
+            (options,) = get_args(get_type_hints(method, include_extras=True)[param.name])
+            names |= set(options.__annotations__)
+        else:
+            names.add(param.name)
+    return {"limit" if n == "page_size" else kindgi.client._camel(n) for n in names}
+
+
+def fields_given(document: dict[str, Any], op: dict[str, Any]) -> set[str]:
+    """The query parameters and JSON body fields an operation takes."""
+
+    def fields(schema: dict[str, Any]) -> set[str]:
+        ref = schema.get("$ref")
+        return set((document["components"]["schemas"][ref.split("/")[-1]] if ref else schema)
+                   .get("properties", {}))  # fmt: skip
+
+    given = set()
+    for param in op["parameters"]:
+        if param["in"] == "query":
+            given |= {param["name"]} if "name" in param else fields(param["schema"])
+    body = op.get("requestBody", {}).get("content", {}).get("application/json")
+    return given | (fields(body["schema"]) if body else set())
+
+
+def test_every_operation_in_the_openapi_document_has_a_client_method_calling_it(kg):
+    """A route the document gains without a method here fails this test; each method is called
+    (against a stand-in transport) to show it sends its operation's method and path, and it
+    takes every query parameter and body field the operation does (or the API's JSON body)."""
+    document = kg.openapi()
+    found = {op_id for op_id, *_ in operations(document)}
+    assert found - NOT_THE_CLIENTS == set(METHODS), "a /v1 operation without a Client method"
+    sent: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, json={"data": [], "revision": 1})
+
+    with Client("http://kindgi.test", "kgi_x") as stand_in:
+        stand_in.http = httpx.Client(
+            base_url="http://kindgi.test/v1", transport=httpx.MockTransport(answer)
+        )
+        for op_id, method, path, op in operations(document):
+            if op_id in NOT_THE_CLIENTS:
+                continue
+            name, args, kwargs = METHODS[op_id]
+            sent.clear()
+            getattr(stand_in, name)(*args, **kwargs)
+            template = re.sub(r"\\\{\w+\\\}", "[^/]+", re.escape(path))
+            assert [(r.method, bool(re.fullmatch(template, r.url.path))) for r in sent] == [
+                (method, True)
+            ], op_id
+            taken = names_taken(getattr(Client, name))
+            missing = fields_given(document, op) - CHOSEN_BY_THE_METHOD - taken
+            assert "body" in taken or not missing, f"{name} lacks {sorted(missing)}"
+
+
 # ---------------------------------------------------------------- refusals
 
 
 def refusals(kg: Client, reader: Client) -> list[tuple[Callable[[], Any], int, str]]:
     nope = "trun-nope"
     result = {"caseId": "cor-1", "output": None, "calls": []}
+    revise = {"items": [{"key": "k1", "verdict": "right"}], "note": "Same."}  # case-2's
     return [
         (lambda: kg.counts("acme.nope", P1), 404, "agent-not-found"),
         (lambda: kg.cases(AGENT, P1, kind="robot"), 400, "bad-input"),
@@ -303,6 +484,27 @@ def refusals(kg: Client, reader: Client) -> list[tuple[Callable[[], Any], int, s
         (lambda: kg.restore(AGENT, "case-2"), 409, "case-active"),
         (lambda: kg.retire_cases(AGENT, P1, ["case-2", "case-nope"], "x"), 404, "case-not-found"),
         (lambda: kg.restore_cases(AGENT, P1, ["case-2"]), 409, "case-active"),
+        (lambda: kg.retire(AGENT, "case-2", "x", from_test_run=nope), 404, "test-run-not-found"),
+        (lambda: kg.revise(AGENT, "case-nope", revise, revision=1), 404, "case-not-found"),
+        (lambda: kg.revise(AGENT, "case-2", revise), 409, "no-change"),
+        (lambda: kg.revise(AGENT, "case-2", revise, revision=99), 412, "case-changed"),
+        (lambda: kg.revise(AGENT, "case-1", revise, revision=1), 409, "case-retired"),
+        (lambda: kg.revise(AGENT, "case-2", {"answer": "wrong"}, revision=1), 400, "bad-input"),
+        (
+            lambda: kg.revise(
+                AGENT, "case-2", {**WRONG, "note": "x"}, revision=1, from_test_run=nope
+            ),
+            404,
+            "test-run-not-found",
+        ),
+        (lambda: reader.revise(AGENT, "case-2", revise, revision=1), 403, "forbidden"),
+        (lambda: kg.revisions(AGENT, "case-nope"), 404, "case-not-found"),
+        (lambda: kg.tag(AGENT, "case-nope", add="x"), 404, "case-not-found"),
+        (lambda: kg.tag(AGENT, "case-2"), 400, "bad-input"),
+        (lambda: kg.tag(AGENT, "case-2", add="Not A Tag"), 400, "bad-input"),
+        (lambda: reader.tag(AGENT, "case-2", add="x"), 403, "forbidden"),
+        (lambda: kg.tag_cases(AGENT, P1, ["case-2", "case-nope"], add="x"), 404, "case-not-found"),
+        (lambda: kg.tag_cases(AGENT, P1, ["case-2"], add="x", remove="x"), 400, "bad-input"),
         (lambda: kg.export(AGENT, P1, version="v999"), 404, "version-not-found"),
         (lambda: kg.export_csv(AGENT, "not-a-uuid"), 400, "bad-input"),
         (lambda: kg.versions(AGENT, P1, page_size=1000), 400, "bad-input"),
@@ -344,7 +546,10 @@ def state(kg: Client) -> dict[str, Any]:
     """What a refused call must leave as it was."""
     return {
         "counts": kg.counts(AGENT, P1),
-        "cases": [c["updatedAt"] for c in kg.cases(AGENT, P1, include="retired", page_size=100)],
+        "cases": [
+            (c["updatedAt"], c["revision"], c.get("tags"))
+            for c in kg.cases(AGENT, P1, include="retired", page_size=100)
+        ],
         "runs": [r["id"] for r in kg.runs(AGENT, P1, page_size=100)],
         "test runs": [r["id"] for r in kg.test_runs(AGENT, P1, page_size=100)],
         "tokens": [t["id"] for t in kg.tokens(page_size=100)],
