@@ -88,8 +88,16 @@ def touches_the_engine(item) -> bool:
     return "databases" in seen
 
 
+# The files whose tests take longest, longest first (docs/reliability.md, "The suite's time"):
+# started first, so that `-n 2` never ends on one worker still fuzzing while the other idles.
+LONGEST_FIRST = ("test_fuzz.py", "test_bench_smoke.py", "test_chaos.py", "test_wheel.py")
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """With --database-tests-only, leave out the tests no engine changes."""
+    """The longest files first (each file's tests kept together, in order); with
+    --database-tests-only, without the tests no engine changes."""
+    order = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: order.get(item.path.name, len(order)))
     if not config.getoption("database_tests_only"):
         return
     kept = [item for item in items if touches_the_engine(item)]
