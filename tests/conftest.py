@@ -54,6 +54,57 @@ def pytest_sessionstart(session) -> None:
     check_server()
 
 
+def pytest_addoption(parser) -> None:
+    parser.addoption(
+        "--database-tests-only",
+        action="store_true",
+        help="run only the tests that touch the engine under test (make test's PostgreSQL pass: "
+        "the others, pure rules and the wheel's own SQLite, ran on SQLite just before)",
+    )
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line(
+        "markers", "engine: reaches the engine under test without the `databases` fixture"
+    )
+
+
+def touches_the_engine(item) -> bool:
+    """Whether a test reaches the database engine the suite runs on: through `databases` (every
+    app, client, live server and browser fixture stands on it; the fixtures a fixture overrides
+    are followed too, which pytest's own closure leaves out), or marked `engine` (a test that
+    hands KINDGI_TEST_DATABASE_URL to a program of its own)."""
+    if item.get_closest_marker("engine"):
+        return True
+    fixtures = item.session._fixturemanager
+    seen: set[str] = set()
+    todo = list(getattr(item, "fixturenames", ()))
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            for fixturedef in fixtures.getfixturedefs(name, item) or ():
+                todo.extend(fixturedef.argnames)
+    return "databases" in seen
+
+
+# The files whose tests take longest, longest first (docs/reliability.md, "The suite's time"):
+# started first, so that `-n 2` never ends on one worker still fuzzing while the other idles.
+LONGEST_FIRST = ("test_fuzz.py", "test_bench_smoke.py", "test_chaos.py", "test_wheel.py")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The longest files first (each file's tests kept together, in order); with
+    --database-tests-only, without the tests no engine changes."""
+    order = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: order.get(item.path.name, len(order)))
+    if not config.getoption("database_tests_only"):
+        return
+    kept = [item for item in items if touches_the_engine(item)]
+    config.hook.pytest_deselected(items=[item for item in items if not touches_the_engine(item)])
+    items[:] = kept
+
+
 @pytest.fixture(scope="session")
 def databases(tmp_path_factory) -> Iterator[Databases]:
     """This session's databases, with the test world loaded once into a template (password

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 MEASURES = (
     "list first page (25)",
@@ -49,6 +51,7 @@ MEASURES = (
 )
 
 
+@pytest.mark.engine  # bench/run.py on the suite's engine
 def test_the_bench_smoke_run_writes_a_table_of_every_measure(tmp_path):
     server = os.environ.get("KINDGI_TEST_DATABASE_URL", "")
     engine = "postgresql" if server.startswith("postgresql") else "sqlite"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
 from conftest import HERE
 from databases import SERVER
 
@@ -17,6 +18,7 @@ sys.path.insert(0, str(HERE.parent / "bench"))
 import chaos
 
 
+@pytest.mark.engine  # bench/chaos.py on the suite's engine
 def test_nothing_acknowledged_is_lost_when_processes_are_killed_under_load(tmp_path):
     out = tmp_path / "chaos.json"
     args = ["--seconds", "15", "--clients", "2", "--every", "1.5", "--lease", "5"]

@@ -37,19 +37,56 @@ import schemathesis
 from conftest import AGENT, MULTI, P1, P2, P3, PG, TOKENS, Api
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis_jsonschema import from_schema
+from hypothesis_jsonschema import _canonicalise, _from_schema, from_schema
+from hypothesis_jsonschema._encode import encode_canonical_json
 from schemathesis.checks import ALL_CHECKS
 from schemathesis.experimental import COVERAGE_PHASE, OPEN_API_3_1
-from schemathesis.generation import DataGenerationMethod, GenerationConfig
+from schemathesis.generation import DataGenerationMethod, GenerationConfig, coverage
 from schemathesis.specs.openapi.checks import (
     missing_required_header,
     negative_data_rejection,
     unsupported_method,
 )
+from schemathesis.specs.openapi.negative import utils as negative_utils
 
 from kindgi import create_app
 from kindgi.openapi import document
 
+
+def _memoise_hypothesis_jsonschema() -> None:
+    """Make hypothesis-jsonschema work out each schema once per process, not once per draw.
+
+    It canonicalises a schema (JSON-encoding it over and over) and builds its strategy anew
+    each time it draws an object's property: most of the fuzzing's time, and most of this
+    module's import (the verdict rules below). Both are pure functions of the schema: the
+    canonical form is kept as JSON (callers change what they get: each gets its own copy), the
+    strategy (immutable) for the same schema, alphabet and formats is the one built before.
+    What is drawn, and how it shrinks, is unchanged."""
+    canonicalish, build = _canonicalise.canonicalish, vars(_from_schema)["__from_schema"]
+    canonical: dict[str, str] = {}
+    strategies: dict[tuple[str, int, int], tuple[Any, ...]] = {}
+
+    def canonicalish_once(schema: Any) -> Any:
+        if isinstance(schema, bool):
+            return canonicalish(schema)
+        key = encode_canonical_json(schema)
+        if key not in canonical:
+            canonical[key] = encode_canonical_json(canonicalish(schema))
+        return json.loads(canonical[key])
+
+    def from_schema_once(schema: Any, *, alphabet: Any, custom_formats: Any) -> Any:
+        key = (encode_canonical_json(schema), id(alphabet), id(custom_formats))
+        if key not in strategies:  # alphabet and formats are kept, so their ids stay theirs
+            made = build(schema, alphabet=alphabet, custom_formats=custom_formats)
+            strategies[key] = (made, alphabet, custom_formats)
+        return strategies[key][0]
+
+    for module in (_canonicalise, _from_schema, coverage, negative_utils):
+        module.canonicalish = canonicalish_once
+    setattr(_from_schema, "__from_schema", from_schema_once)
+
+
+_memoise_hypothesis_jsonschema()
 OPEN_API_3_1.enable()
 schemathesis.openapi.format("uuid", st.uuids().map(str))
 COVERAGE_PHASE.enable()
