@@ -15,6 +15,8 @@ import hashlib
 import json
 from typing import Any, NamedTuple
 
+import orjson
+
 from .grading import PARTS
 
 # The parts a case is graded on, as a stratum names them ("decisions+answer"), by their bits
@@ -45,9 +47,14 @@ def parts_code(expect: dict[str, Any]) -> int:
 
 
 def input_key(given: Any) -> str:
-    """A short key of a run's input: equal inputs (as JSON values) have equal keys."""
-    text = json.dumps(given, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    """A short key of a run's input: equal inputs (as JSON values) have equal keys. Written by
+    orjson, keys sorted (a tenth of the standard library's time, which was most of loading a
+    large world's stances); a value orjson refuses (an integer past 64 bits) by `json`."""
+    try:
+        text = orjson.dumps(given, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        text = json.dumps(given, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(text).hexdigest()[:16]
 
 
 # An expectation's key is worked out as an input's is: equal expectations, equal keys
