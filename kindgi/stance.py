@@ -61,14 +61,30 @@ def input_key(given: Any) -> str:
 expect_key = input_key
 
 
-def stance(expect: dict[str, Any], key: str, calls: Any) -> Stance:
-    """A case's stance from its expectation, its run's input's key (`input_key`) and the run's
-    calls: `decisions: right` wants the run's own calls, `wrong` the shouldCall tools."""
+class Own(NamedTuple):
+    """What an expectation alone gives of a stance: its parts, those it says were right (bits)
+    and its key."""
+
+    parts: int
+    rights: int
+    expect_key: str
+
+
+def own(expect: dict[str, Any]) -> Own:
+    """The part of a stance an expectation gives alone."""
     rights = sum(
         2 ** PARTS.index(part)
         for part in VERDICT_PARTS
         if part in expect and expect[part]["verdict"] == "right"
     )
+    return Own(parts_code(expect), rights, expect_key(expect))
+
+
+def stance(expect: dict[str, Any], key: str, calls: Any, mine: Own | None = None) -> Stance:
+    """A case's stance from its expectation, its run's input's key (`input_key`) and the run's
+    calls: `decisions: right` wants the run's own calls, `wrong` the shouldCall tools. `mine` is
+    `own(expect)` when the caller has it (a world's loader works it out once an expectation)."""
+    mine = mine or own(expect)
     wants: set[str] = set()
     forbids: set[str] = set()
     decisions = expect.get("decisions")
@@ -81,13 +97,9 @@ def stance(expect: dict[str, Any], key: str, calls: Any) -> Stance:
         wants = {t for t in called if isinstance(t, str)}
         forbids = set(decisions.get("mustNotCall", []))
     return Stance(
-        parts_code(expect),
-        rights,
-        key,
-        sorted(wants) or None,
-        sorted(forbids) or None,
-        expect_key(expect),
-    )
+        mine.parts, mine.rights, key, sorted(wants) or None, sorted(forbids) or None,
+        mine.expect_key,
+    )  # fmt: skip
 
 
 def columns(expect: dict[str, Any], given: Any, calls: Any) -> dict[str, Any]:

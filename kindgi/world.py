@@ -225,7 +225,10 @@ class _Loader:
         self.runs: dict[str, dict[str, Any]] = {}
         self.expects: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         self.expect_words: dict[int, tuple[dict[str, Any], str]] = {}
-        self.input_keys: dict[str, str] = {}
+        # each input's key and what each expectation gives of a stance, by the object's id
+        # (holding the object keeps its id from being reused)
+        self.input_keys: dict[int, tuple[Any, str]] = {}
+        self.owns: dict[int, tuple[dict[str, Any], stance.Own]] = {}
         self.run_words: dict[tuple[int, int], tuple[Any, Any, str]] = {}
         self.tools: set[tuple[int, str, str]] = set()  # (agent_pk, project_id, tool) named
         self.first_case: dict[str, datetime] = {}  # run id → when its first case was added
@@ -316,11 +319,17 @@ class _Loader:
         return said[2]
 
     def stance_of(self, expect: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
-        """A case's stance columns, its run's input's key worked out once per run."""
-        key = self.input_keys.get(run["id"])
-        if key is None:
-            key = self.input_keys[run["id"]] = stance.input_key(run["input"])
-        return stance.stance(expect, key, run["calls"])._asdict()
+        """A case's stance columns, the key of each input and what each expectation gives
+        alone worked out once for all the cases that share them (the demo's come from pools:
+        a million cases share a few hundred expectations and inputs)."""
+        given = run["input"]
+        key = self.input_keys.get(id(given))
+        if key is None or key[0] is not given:
+            key = self.input_keys[id(given)] = (given, stance.input_key(given))
+        mine = self.owns.get(id(expect))
+        if mine is None or mine[0] is not expect:
+            mine = self.owns[id(expect)] = (expect, stance.own(expect))
+        return stance.stance(expect, key[1], run["calls"], mine[1])._asdict()
 
     def search_text(self, expect: dict[str, Any], run: dict[str, Any]) -> str:
         """A case's words, its expectation's and its run's each cut once."""
