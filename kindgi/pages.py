@@ -317,12 +317,17 @@ def case(agent_id: str, case_id: str):
     return render_template("case.html", view=view, record=record, errors={}, reason="")
 
 
+def retire_reason() -> str:
+    """The retire form's reason, checked as the API checks it (a refusal names `reason`)."""
+    return load(RetireBody, {"reason": request.form.get("reason", "").strip()})["reason"]
+
+
 @bp.post("/agents/<agent_id>/test-set/cases/<case_id>/retire")
 @login_required
 def retire(agent_id: str, case_id: str):
     reason = request.form.get("reason", "")
     try:
-        body = load(RetireBody, {"reason": reason.strip()})
+        said = retire_reason()
     except DomainError as err:
         view = service.get_case(current_user, agent_id, case_id, history=True)
         errors = (err.details or {}).get("fields", {})
@@ -330,7 +335,7 @@ def retire(agent_id: str, case_id: str):
         return render_template(
             "case.html", view=view, record=record, errors=errors, reason=reason
         ), 400
-    service.retire_case(current_user, agent_id, case_id, body["reason"])
+    service.retire_case(current_user, agent_id, case_id, said)
     flash("The case is retired: no test run checks it until it is restored.")
     return redirect(url_for("pages.case", agent_id=agent_id, case_id=case_id), 303)
 

@@ -17,8 +17,7 @@ from flask_login import current_user, login_required
 
 from . import grading, service, views
 from .errors import DomainError
-from .pages import revision_form
-from .schemas.cases import RetireBody
+from .pages import retire_reason, revision_form
 from .schemas.common import TestSetQuery, load
 from .schemas.test_runs import ComparePageQuery, ResultsQuery, TestSetRunsQuery, test_run_json
 
@@ -183,7 +182,7 @@ def triage_retire(agent_id: str, run_id: str, case_id: str):
     reason, errors, status = request.form.get("reason", ""), {}, 200
     if request.method == "POST":
         try:
-            said = load(RetireBody, {"reason": reason.strip()})["reason"]
+            said = retire_reason()
             service.retire_case(current_user, agent_id, case_id, said, run_id)
             done = f"{case_id} is retired: no test run checks it until it is restored."
             return _triaged(agent_id, run_id, case_id, done, retired=True)
