@@ -7,6 +7,7 @@ on run-1 that expect a call to `search`.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from conftest import AGENT, P1, ok, refused, sign_in
@@ -113,3 +114,40 @@ def test_the_case_page_shows_the_record(api, client):
     assert "1 pass, 1 fail, 0 error" in shown
     assert "1.0&lt;b&gt;" in shown and "1.0<b>" not in shown  # escaped
     assert "Separation</th><td>1.00</td>" in shown
+
+
+def test_each_run_end_leaves_the_records_the_window_makes(app, api):
+    """A run's end counts the records on in SQL from their old rows (records.run_done); after
+    every end they are what counting the window's runs afresh makes them (records.computed, the
+    definition `kindgi check` holds them to): over more runs than the window holds, candidates
+    whose names JSON escapes, one candidate's two outcomes (flaky), a case no run passes (its
+    streak as long as the window), a run that grades nothing (all errors: no pass rate), cases
+    added (entering the window) and retired (leaving it)."""
+    rng = random.Random(12)
+    candidates = ["1.0", "2.0", "ré-3", 'say "4"', "back\\slash"]
+    cases = ["cor-1", "case-2"]
+    enter, leave, retired = {3: 2, 20: 1, 44: 1, 55: 1}, {6: "case-2", 30: None}, []
+    for n in range(records.WINDOW + 10):
+        for _ in range(enter.get(n, 0)):
+            body = {"runId": "run-1", "decisions": "right"}
+            made = ok(api.post(f"{V}/test-set/cases", body), 201)
+            cases.append(made["id"])
+        if n in leave:
+            gone = leave[n] or cases[2]
+            ok(api.post(f"{V}/test-set/cases/{gone}/retire", {"reason": "superseded"}))
+            cases.remove(gone)
+            retired.append(gone)
+        crash = n == 17  # every case errs: the run has no pass rate
+        outcome = {c: "error" if crash else rng.choice(["pass", "pass", "fail", "error"])
+                   for c in cases}  # fmt: skip
+        outcome["cor-1"] = rng.choice(["fail", "error"])  # never passed: its streak is its runs
+        full_run(api, rng.choice(candidates), outcome)
+        with app.app_context():
+            assert records.breaches() == [], f"after run {n}"
+    with app.app_context():
+        kept = db.session.scalars(select(models.CaseRecord)).all()
+    # case-2, retired before run 6, has left the window; the case retired at run 30 has not
+    assert {r.case_id for r in kept} == {*cases, retired[1]}
+    assert any(r.flaky for r in kept) and any(r.separation is not None for r in kept)
+    assert any(r.moments[4] >= 2**63 for r in kept)  # Σx² past 64 bits, kept exact
+    assert {c for r in kept for c in r.failed_by} >= {'say "4"', "ré-3", "back\\slash"}

@@ -16,16 +16,17 @@ as they are of the prior pass rates (`service.quick_runs`). `error` counts as no
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from typing import Any
 
-from sqlalchemy import Connection, Select, delete, select
+from sqlalchemy import Connection, Select, delete, select, text
 
 from ..database import db
 from ..models import CaseRecord, RunCase, TestRun
 from . import cases as case_service  # a module: cases reaches this one through test_runs
-from .common import bulk, sql
+from .common import bulk, insert_rows, sql, sqlite_time
 from .identity import Principal
 
 WINDOW = 50
@@ -60,10 +61,19 @@ def separation(moments: list[int]) -> float | None:
     moments [n, Σy, Σx, Σxy, Σx²]: near 1 when the better candidates pass it and the worse fail
     it; None when either never varies."""
     n, sy, sx, sxy, sxx = moments
+    spread = _spread(n, sy, sx, sxx)
+    if spread is None:
+        return None
+    return max(-1.0, min(1.0, (n * sxy - sx * sy) / spread))
+
+
+def _spread(n: int, sy: int, sx: int, sxx: int) -> float | None:
+    """The separation's denominator, √(n²·var y · n²·var x) from the exact integers (None when
+    either variance is 0); Σx² outgrows 64 bits, so only Python works it out (`_shifted`)."""
     var_y, var_x = n * sy - sy * sy, n * sxx - sx * sx  # n² times the variances, exact
     if var_y <= 0 or var_x <= 0:
         return None
-    return max(-1.0, min(1.0, (n * sxy - sx * sy) / math.sqrt(var_y * var_x)))
+    return math.sqrt(var_y * var_x)
 
 
 def computed(
@@ -144,47 +154,30 @@ def _empty(case_id: str, agent_pk: int, project_id: str) -> dict[str, Any]:
 
 
 _COLUMN = {"pass": "passed", "fail": "failed", "error": "errored"}
-# What a record is counted on from (the rest, `_settled` works out again)
-_COUNTED_NAMES = ["case_id", "agent_pk", "project_id", "runs", *_COLUMN.values(), "by_candidate",
-                  "moments", "last_failed", "streak"]  # fmt: skip
-_COUNTED_FROM = [CaseRecord.__table__.c[name] for name in _COUNTED_NAMES]
 
 
-def _tally(row: dict[str, Any], outcome: str, candidate: str, rate: int | None, by: int) -> None:
-    """Add (`by` 1) or take away (-1) one run's outcome from a record's counts and moments."""
-    row["runs"] += by
-    row[_COLUMN[outcome]] += by
-    counts = row["by_candidate"].setdefault(candidate, [0, 0, 0])
-    counts[COUNTED.index(outcome)] += by
-    if not any(counts):
-        del row["by_candidate"][candidate]
+def _moved(moments: list[int], outcome: str, rate: int | None, by: int) -> None:
+    """Add (`by` 1) or take away (-1) one run's outcome from the moments [n, Σy, Σx, Σxy, Σx²]
+    (a run that graded nothing has no rate, and no part in them)."""
     if rate is not None:
         y = int(outcome == "pass")
         for i, term in enumerate((1, y, rate, y * rate, rate * rate)):
-            row["moments"][i] += by * term
+            moments[i] += by * term
 
 
 def _count_in(
     row: dict[str, Any], outcome: str, candidate: str, rate: int | None, finished_at: Any
 ) -> None:
     """A run newer than every run the record counts had the case."""
-    _tally(row, outcome, candidate, rate, +1)
+    row["runs"] += 1
+    row[_COLUMN[outcome]] += 1
+    row["by_candidate"].setdefault(candidate, [0, 0, 0])[COUNTED.index(outcome)] += 1
+    _moved(row["moments"], outcome, rate, +1)
     if outcome == "pass":
         row["streak"] = 0
     else:
         row["streak"] += 1
         row["last_failed"] = finished_at
-
-
-def _count_out(row: dict[str, Any], outcome: str, candidate: str, rate: int | None) -> None:
-    """The oldest run the record counts left the window: it was in the streak of runs that did
-    not pass only if every run was, and when it was the last one that did not pass there is
-    no last failure now."""
-    if row["streak"] == row["runs"]:
-        row["streak"] -= 1
-    _tally(row, outcome, candidate, rate, -1)
-    if not (row["failed"] or row["errored"]):
-        row["last_failed"] = None
 
 
 def _settled(row: dict[str, Any]) -> dict[str, Any]:
@@ -200,7 +193,8 @@ def _settled(row: dict[str, Any]) -> dict[str, Any]:
 
 def run_done(run: TestRun) -> None:
     """A full run is done: bring its cases' records up to date, and those of the run it pushed
-    out of the window (each record read, changed by the two runs' outcomes, written again)."""
+    out of the window, inside the database (`_RunEnd`): a few set-based statements, whatever
+    the number of cases."""
     conn = sql()
     bulk()  # a full run of a large set rewrites as many records
     window = _window(conn, run.agent_pk, run.project_id, WINDOW + 1)
@@ -210,37 +204,239 @@ def run_done(run: TestRun) -> None:
         cases = select(RunCase.case_id).where(RunCase.run_pk.in_(ran)).distinct()
         _rewrite(conn, run.agent_pk, run.project_id, cases)
         return
-    ran = {row.pk: row for row in [window[0], *pushed]}
-    had: dict[str, dict[int, str]] = defaultdict(dict)
-    for case_id, run_pk, outcome in conn.execute(
-        select(RunCase.case_id, RunCase.run_pk, RunCase.outcome).where(
-            RunCase.run_pk.in_(list(ran)), RunCase.outcome.in_(COUNTED)
+    _RunEnd(conn, window[0], pushed[0] if pushed else None).apply(run.agent_pk, run.project_id)
+
+
+def _one(condition: str) -> str:
+    """SQL: 1 when `condition` holds, else 0 (PostgreSQL adds no booleans)."""
+    return f"CASE WHEN {condition} THEN 1 ELSE 0 END"
+
+
+def _plain(candidate: str) -> bool:
+    """Whether JSON writes the candidate's name as it is, with no quote in it: only such a key
+    do SQLite's JSON functions find by path (they compare keys as written, escapes and all)."""
+    return json.dumps(candidate)[1:-1] == candidate and '"' not in candidate
+
+
+class _RunEnd:
+    """A run's end as SQL, for the window's newest run (`now`) and the run it pushed out
+    (`gone`, if any). `record_ends` gets each case either had: its outcome in each ('' for
+    none), its old record's n, Σy, Σx and Σx², and the old counts of the one or two candidates
+    that change. Python works out the moments' change once for each distinct (outcomes, n, Σy,
+    Σx, Σx²) into `record_shifts`, with the separation's denominator (Σx² outgrows 64 bits, and
+    is kept as text). Then one upsert counts every record on from its old row, the pushed run's
+    outcome taken out (it was the oldest: in the streak only if every run was, and with no
+    failure left there is no `lastFailed`) and the new run's added as `_count_in` adds it, and
+    a delete drops the records no run of the window has now."""
+
+    def __init__(self, conn: Connection, now: Any, gone: Any | None) -> None:
+        self.conn, self.now, self.gone = conn, now, gone
+        self.pg = conn.dialect.name == "postgresql"
+        self.rates = (_pass_rate(now.tallies), _pass_rate(gone.tallies) if gone else None)
+        self.candidates = list(dict.fromkeys([now.candidate, *([gone.candidate] if gone else [])]))
+        self.params: dict[str, Any] = {"now_pk": now.pk, "gone_pk": gone.pk if gone else -1}
+        for k, candidate in enumerate(self.candidates):
+            self.params[f"c{k}"] = candidate
+            self.params.update({f"c{k}_{i}": f'$."{candidate}"[{i}]' for i in range(3)})
+        # on SQLite, a name JSON escapes is found and replaced through json_each
+        self.paths = all(_plain(c) for c in self.candidates)
+
+    def apply(self, agent_pk: int, project_id: str) -> None:
+        """Bring the records of the two runs' cases up to date."""
+        run = self.conn.exec_driver_sql
+        olds = ", ".join(f"o{k}_{i} BIGINT" for k in range(2) for i in range(3))
+        run("CREATE TEMP TABLE record_ends (case_id VARCHAR(64), now VARCHAR(5), "
+            f"gone VARCHAR(5), n BIGINT, sy BIGINT, sx BIGINT, sxx TEXT, {olds})")  # fmt: skip
+        self.conn.execute(text(self._ends()), self.params)
+        if self.pg:
+            run("ANALYZE record_ends")  # else the planner takes it for empty
+        keys = run("SELECT DISTINCT now, gone, n, sy, sx, sxx FROM record_ends").all()
+        run("CREATE TEMP TABLE record_shifts (now VARCHAR(5), gone VARCHAR(5), n BIGINT, "
+            "sy BIGINT, sx BIGINT, sxx TEXT, n2 BIGINT, sy2 BIGINT, sx2 BIGINT, dxy BIGINT, "
+            "sxx2 TEXT, spread DOUBLE PRECISION, "
+            "PRIMARY KEY (now, gone, n, sy, sx, sxx))")  # fmt: skip
+        insert_rows(
+            "INSERT INTO record_shifts (now, gone, n, sy, sx, sxx, n2, sy2, sx2, dxy, sxx2, "
+            "spread)",
+            [self._shifted(*key) for key in keys],
         )
-    ):
-        had[case_id][run_pk] = outcome
-    if not had:
-        return
-    touched = (
-        select(RunCase.case_id)
-        .where(RunCase.run_pk.in_(list(ran)), RunCase.outcome.in_(COUNTED))
-        .distinct()
-    )
-    counted = select(*_COUNTED_FROM).where(CaseRecord.case_id.in_(touched))
-    kept = {row[0]: dict(zip(_COUNTED_NAMES, row, strict=True)) for row in conn.execute(counted)}
-    rows = []
-    for case_id, outcomes in had.items():
-        row = kept.get(case_id) or _empty(case_id, run.agent_pk, run.project_id)
-        for old in pushed:
-            if old.pk in outcomes:
-                _count_out(row, outcomes[old.pk], old.candidate, _pass_rate(old.tallies))
-        if run.pk in outcomes:
-            _count_in(row, outcomes[run.pk], run.candidate, _pass_rate(run.tallies),
-                      run.finished_at)  # fmt: skip
-        if row["runs"]:
-            rows.append(_settled(row))
-    conn.execute(delete(CaseRecord).where(CaseRecord.case_id.in_(touched)))
-    if rows:
-        conn.execute(CaseRecord.__table__.insert(), rows)
+        finished = self.now.finished_at
+        self.conn.execute(
+            text(self._upsert()),
+            {**self.params, "agent_pk": agent_pk, "project_id": project_id,
+             "finished": finished if self.pg else sqlite_time(finished)},
+        )  # fmt: skip
+        run("DELETE FROM case_records WHERE runs = 0 AND case_id IN "
+            "(SELECT case_id FROM record_ends WHERE gone <> '')")  # fmt: skip
+        run("DROP TABLE record_shifts")
+        run("DROP TABLE record_ends")
+
+    # ------------------------------------------------------------------- the two runs' cases
+
+    def _moment(self, i: int) -> str:
+        """SQL: the old record's moment `i` (0 with no record); only Σx² (4) as text."""
+        if self.pg:
+            return f"coalesce(r.moments ->> {i}, '0')" if i == 4 else \
+                f"coalesce((r.moments ->> {i})::bigint, 0)"  # fmt: skip
+        if i == 4:
+            return "coalesce(r.moments -> '$[4]', '0')"  # the number as written, past 64 bits
+        return f"coalesce(json_extract(r.moments, '$[{i}]'), 0)"
+
+    def _old_count(self, k: int, i: int) -> str:
+        """SQL: the old record's count `i` (pass, fail, error) of candidate `k`."""
+        if k >= len(self.candidates):
+            return "0"
+        if self.pg:
+            return f"coalesce((r.by_candidate -> CAST(:c{k} AS TEXT) ->> {i})::bigint, 0)"
+        if self.paths:
+            return f"coalesce(json_extract(r.by_candidate, :c{k}_{i}), 0)"
+        return (f"coalesce((SELECT json_extract(value, '$[{i}]') FROM json_each(r.by_candidate) "
+                f"WHERE key = :c{k}), 0)")  # fmt: skip
+
+    def _ends(self) -> str:
+        """SQL: fill `record_ends` from the two runs' counted outcomes and the old records."""
+        counted = ", ".join(f"'{o}'" for o in COUNTED)
+        moments = ", ".join(self._moment(i) for i in (0, 1, 2, 4))
+        olds = ", ".join(self._old_count(k, i) for k in range(2) for i in range(3))
+        return (
+            f"INSERT INTO record_ends SELECT a.case_id, a.now, a.gone, {moments}, {olds} "
+            "FROM (SELECT case_id, "
+            "coalesce(max(CASE WHEN run_pk = :now_pk THEN outcome END), '') AS now, "
+            "coalesce(max(CASE WHEN run_pk = :gone_pk THEN outcome END), '') AS gone "
+            f"FROM test_run_cases WHERE run_pk IN (:now_pk, :gone_pk) AND outcome IN ({counted}) "
+            "GROUP BY case_id) AS a LEFT JOIN case_records AS r ON r.case_id = a.case_id"
+        )
+
+    def _shifted(self, now: str, gone: str, n: int, sy: int, sx: int, sxx: str) -> tuple:
+        """A row of `record_shifts`: its key, the new n, Σy and Σx, what Σxy changes by (each
+        case's Σxy is its own), the new Σx² and the separation's denominator."""
+        moments = [n, sy, sx, 0, int(sxx)]
+        if gone:
+            _moved(moments, gone, self.rates[1], -1)
+        if now:
+            _moved(moments, now, self.rates[0], +1)
+        n2, sy2, sx2, dxy, sxx2 = moments
+        return (now, gone, n, sy, sx, sxx, n2, sy2, sx2, dxy, str(sxx2),
+                _spread(n2, sy2, sx2, sxx2))  # fmt: skip
+
+    # ---------------------------------------------------------------------------- the records
+
+    def _new_count(self, k: int, i: int) -> str:
+        """SQL: candidate `k`'s count `i` once the pushed run is out and the new run in."""
+        outcome, change = COUNTED[i], ""
+        if self.candidates[k] == self.now.candidate:
+            change += " + " + _one(f"e.now = '{outcome}'")
+        if self.gone is not None and self.candidates[k] == self.gone.candidate:
+            change += " - " + _one(f"e.gone = '{outcome}'")
+        return f"(e.o{k}_{i}{change})"
+
+    def _by_candidate(self, new: list[list[str]]) -> str:
+        """SQL: the new `by_candidate` (jsonb on PostgreSQL): the changed candidates' counts
+        replaced, a candidate with none left taken out."""
+        had = [" + ".join(counts) + " > 0" for counts in new]
+        if self.pg:
+            kept = "coalesce(CAST(r.by_candidate AS JSONB), '{}'::jsonb)" + "".join(
+                f" - CAST(:c{k} AS TEXT)" for k in range(len(new))
+            )
+            return f"({kept})" + "".join(
+                f" || CASE WHEN {had[k]} THEN jsonb_build_object(CAST(:c{k} AS TEXT), "
+                f"jsonb_build_array({', '.join(counts)})) ELSE '{{}}'::jsonb END"
+                for k, counts in enumerate(new)
+            )
+        if self.paths:
+            changes = ", ".join(
+                f":c{k}, json(CASE WHEN {had[k]} THEN json_array({', '.join(counts)}) END)"
+                for k, counts in enumerate(new)
+            )
+            return f"json_patch(coalesce(r.by_candidate, '{{}}'), json_object({changes}))"
+        names = ", ".join(f":c{k}" for k in range(len(new)))
+        added = "".join(
+            f" UNION ALL SELECT :c{k}, json_array({', '.join(counts)}) WHERE {had[k]}"
+            for k, counts in enumerate(new)
+        )
+        return (f"(SELECT json_group_object(key, json(value)) FROM (SELECT key, value FROM "
+                f"json_each(coalesce(r.by_candidate, '{{}}')) WHERE key NOT IN ({names})"
+                f"{added}))")  # fmt: skip
+
+    def _failed_by(self, by: str) -> str:
+        """SQL: the candidates `by` (a `_by_candidate`) has failing or erring, sorted as Python
+        sorts them (by code point)."""
+        if self.pg:
+            return ("(SELECT coalesce(json_agg(b.key ORDER BY b.key COLLATE \"C\"), '[]'::json) "
+                    f"FROM jsonb_each({by}) AS b "
+                    "WHERE (b.value ->> 1)::int + (b.value ->> 2)::int > 0)")  # fmt: skip
+        return ("(SELECT json_group_array(key) FROM (SELECT key FROM json_each("
+                f"{by}) WHERE json_extract(value, '$[1]') + json_extract(value, '$[2]') > 0 "
+                "ORDER BY key))")  # fmt: skip
+
+    def _flaky(self, by: str) -> str:
+        """SQL: whether a candidate of `by` got two outcomes."""
+        if self.pg:
+            kinds = " + ".join(_one(f"(b.value ->> {i})::int > 0") for i in range(3))
+            return f"EXISTS (SELECT 1 FROM jsonb_each({by}) AS b WHERE {kinds} > 1)"
+        kinds = " + ".join(_one(f"json_extract(value, '$[{i}]') > 0") for i in range(3))
+        return f"EXISTS (SELECT 1 FROM json_each({by}) WHERE {kinds} > 1)"
+
+    def _upsert(self) -> str:
+        """SQL: every record of `record_ends` counted on and written."""
+        ks = range(len(self.candidates))
+        old = [[f"e.o{k}_{i}" for i in range(3)] for k in ks]
+        new = [[self._new_count(k, i) for i in range(3)] for k in ks]
+        by = self._by_candidate(new)
+
+        def any_of(test: Any, counts: list[list[str]]) -> str:
+            return "(" + " OR ".join(test(c) for c in counts) + ")"
+
+        def failing(c: list[str]) -> str:
+            return f"({c[1]} + {c[2]} > 0)"
+
+        def mixed(c: list[str]) -> str:
+            return f"({' + '.join(_one(f'{n} > 0') for n in c)} > 1)"
+
+        changed = " OR ".join(f"{failing(old[k])} <> {failing(new[k])}" for k in ks)
+        failed_by = (f"CASE WHEN {changed} THEN {self._failed_by(by)} "
+                     "ELSE coalesce(r.failed_by, '[]') END")  # fmt: skip
+        flaky = (f"CASE WHEN {any_of(mixed, new)} THEN TRUE WHEN {any_of(mixed, old)} "
+                 f"THEN {self._flaky(by)} ELSE coalesce(r.flaky, FALSE) END")  # fmt: skip
+        counts = {
+            column: f"coalesce(r.{column}, 0) + "
+            + _one(f"e.now = '{outcome}'")
+            + " - "
+            + _one(f"e.gone = '{outcome}'")
+            for outcome, column in _COLUMN.items()
+        }
+        runs = "coalesce(r.runs, 0) + " + _one("e.now <> ''") + " - " + _one("e.gone <> ''")
+        kept = "coalesce(r.streak, 0) - " + _one("e.gone <> '' AND r.streak = r.runs")
+        streak = f"CASE e.now WHEN '' THEN {kept} WHEN 'pass' THEN 0 ELSE {kept} + 1 END"
+        left = "coalesce(r.failed, 0) + coalesce(r.errored, 0) - " + _one(
+            "e.gone IN ('fail', 'error')"
+        )
+        last_failed = (f"CASE WHEN e.now IN ('fail', 'error') THEN :finished WHEN "
+                       f"e.gone <> '' AND {left} = 0 THEN NULL ELSE r.last_failed END")  # fmt: skip
+        sxy = f"({self._moment(3)} + sh.dxy)"
+        moments = " || ', ' || ".join(["'[' || sh.n2", "sh.sy2", "sh.sx2", sxy, "sh.sxx2 || ']'"])
+        ratio = f"CAST(sh.n2 * {sxy} - sh.sx2 * sh.sy2 AS DOUBLE PRECISION) / sh.spread"
+        if self.pg:
+            one = "CAST(1 AS DOUBLE PRECISION)"
+            ratio = f"GREATEST(-{one}, LEAST({one}, {ratio}))"
+            by, moments, failed_by = (f"CAST({x} AS JSON)" for x in (by, moments, failed_by))
+        else:
+            ratio = f"MAX(-1.0, MIN(1.0, {ratio}))"
+        values = {
+            "runs": runs, **counts, "failed_by": failed_by, "flaky": flaky,
+            "separation": f"CASE WHEN sh.spread IS NULL THEN NULL ELSE {ratio} END",
+            "last_failed": last_failed, "streak": streak, "by_candidate": by, "moments": moments,
+        }  # fmt: skip
+        return (
+            f"INSERT INTO case_records (case_id, agent_pk, project_id, {', '.join(values)}) "
+            f"SELECT e.case_id, :agent_pk, :project_id, {', '.join(values.values())} "
+            "FROM record_ends AS e LEFT JOIN case_records AS r ON r.case_id = e.case_id "
+            "JOIN record_shifts AS sh ON sh.now = e.now AND sh.gone = e.gone AND sh.n = e.n "
+            "AND sh.sy = e.sy AND sh.sx = e.sx AND sh.sxx = e.sxx "
+            "WHERE TRUE "  # SQLite's upsert needs a WHERE after a join
+            "ON CONFLICT (case_id) DO UPDATE SET "
+            + ", ".join(f"{c} = excluded.{c}" for c in values)
+        )
 
 
 def _sets(conn: Connection) -> list[Any]:
