@@ -10,7 +10,7 @@ after each try, marks its outcomes as `time_at_scale` does and ends it (`settle`
 `--window 5` the end pushes the oldest run out of the records' window, as every end does once
 a set has 50 runs. Each try: wall seconds, this process's CPU seconds, on PostgreSQL the
 server backend's CPU seconds (read from /proc: the server must run on this host), and each
-SQL statement's count and time. The code timed is the `kindgi` on PYTHONPATH.
+SQL statement's wall and CPU time (on PostgreSQL the CPU is this process's alone). The code timed is the `kindgi` on PYTHONPATH.
 """
 
 from __future__ import annotations
@@ -72,13 +72,14 @@ def main() -> None:
                 headers={"Authorization": f"Bearer {token}"},
             )
             assert resp.status_code == 201, resp.get_data()[:300]
-        statements: list[tuple[float, str]] = []
+        statements: list[tuple[float, float, str]] = []
 
         def before(conn, cursor, statement, *_):
-            conn.info["started"] = time.monotonic()
+            conn.info["started"] = time.monotonic(), time.process_time()
 
         def after(conn, cursor, statement, *_):
-            statements.append((time.monotonic() - conn.info["started"], statement))
+            wall, cpu = conn.info["started"]
+            statements.append((time.monotonic() - wall, time.process_time() - cpu, statement))
 
         event.listen(db.engine, "before_cursor_execute", before)
         event.listen(db.engine, "after_cursor_execute", after)
@@ -113,8 +114,8 @@ def main() -> None:
                   f"window {args.window}: {took:.2f} s wall, CPU {cpu:.2f} s in this process"
                   + (f", {server:.2f} s in the server" if pg else "")
                   + f", {len(statements)} statements")  # fmt: skip
-            for seconds, statement in statements:
-                print(f"    {seconds:7.3f} s  {' '.join(statement.split())[:110]}")
+            for wall, cpu, statement in statements:
+                print(f"    {wall:7.3f} s (CPU {cpu:6.3f} s)  {' '.join(statement.split())[:100]}")
             db.session.rollback()
             set_writing(False)
 

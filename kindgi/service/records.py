@@ -7,11 +7,12 @@ A record keeps what it is counted from: each candidate's outcomes (`by_candidate
 moments of its pass/fail against the runs' pass rates (`moments`, whole numbers, the rates in
 units of 2**-32, so a sum is the same in any order). When a full run is done, the records of its
 cases and of the run it pushes out of the window are brought up to date from their own rows and
-those two runs' outcomes: work in proportion to the runs' cases, not to the window. Only when
-the run is not the window's newest (another ended in the same millisecond) are its cases'
-records counted again from the window's rows. Reading one is one row. Quick runs are left out,
-as they are of the prior pass rates (`service.quick_runs`). `error` counts as not passing;
-`pending` and `ungraded` count as nothing.
+those two runs' outcomes, in the database (`_RunEnd`): work in proportion to the runs' cases,
+not to the window, and set-based statements, not Python a case. Only when the run is not the
+window's newest (another ended in the same millisecond) are its cases' records counted again
+from the window's rows. Reading one is one row. Quick runs are left out, as they are of the
+prior pass rates (`service.quick_runs`). `error` counts as not passing; `pending` and
+`ungraded` count as nothing.
 """
 
 from __future__ import annotations
@@ -358,16 +359,20 @@ class _RunEnd:
                 f"json_each(coalesce(r.by_candidate, '{{}}')) WHERE key NOT IN ({names})"
                 f"{added}))")  # fmt: skip
 
-    def _failed_by(self, by: str) -> str:
-        """SQL: the candidates `by` (a `_by_candidate`) has failing or erring, sorted as Python
-        sorts them (by code point)."""
+    def _failed_by(self, failing: list[str]) -> str:
+        """SQL: the old record's `failed_by` with each changed candidate in it or not as
+        `failing` (SQL, one a candidate) says, sorted as Python sorts (by code point)."""
+        names = ", ".join(f"CAST(:c{k} AS TEXT)" for k in range(len(failing)))
+        added = "".join(f" UNION ALL SELECT CAST(:c{k} AS TEXT) WHERE {test}"
+                        for k, test in enumerate(failing))  # fmt: skip
         if self.pg:
-            return ("(SELECT coalesce(json_agg(b.key ORDER BY b.key COLLATE \"C\"), '[]'::json) "
-                    f"FROM jsonb_each({by}) AS b "
-                    "WHERE (b.value ->> 1)::int + (b.value ->> 2)::int > 0)")  # fmt: skip
-        return ("(SELECT json_group_array(key) FROM (SELECT key FROM json_each("
-                f"{by}) WHERE json_extract(value, '$[1]') + json_extract(value, '$[2]') > 0 "
-                "ORDER BY key))")  # fmt: skip
+            return ("(SELECT coalesce(json_agg(f.value ORDER BY f.value COLLATE \"C\"), "
+                    "'[]'::json) FROM (SELECT value FROM json_array_elements_text("
+                    f"coalesce(r.failed_by, '[]'::json)) WHERE value NOT IN ({names}){added}) "
+                    "AS f)")  # fmt: skip
+        return ("(SELECT json_group_array(value) FROM (SELECT value FROM json_each("
+                f"coalesce(r.failed_by, '[]')) WHERE value NOT IN ({names}){added} "
+                "ORDER BY 1))")  # fmt: skip
 
     def _flaky(self, by: str) -> str:
         """SQL: whether a candidate of `by` got two outcomes."""
@@ -394,7 +399,8 @@ class _RunEnd:
             return f"({' + '.join(_one(f'{n} > 0') for n in c)} > 1)"
 
         changed = " OR ".join(f"{failing(old[k])} <> {failing(new[k])}" for k in ks)
-        failed_by = (f"CASE WHEN {changed} THEN {self._failed_by(by)} "
+        now_failing = [failing(new[k]) for k in ks]
+        failed_by = (f"CASE WHEN {changed} THEN {self._failed_by(now_failing)} "
                      "ELSE coalesce(r.failed_by, '[]') END")  # fmt: skip
         flaky = (f"CASE WHEN {any_of(mixed, new)} THEN TRUE WHEN {any_of(mixed, old)} "
                  f"THEN {self._flaky(by)} ELSE coalesce(r.flaky, FALSE) END")  # fmt: skip
