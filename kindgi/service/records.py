@@ -225,10 +225,11 @@ class _RunEnd:
     none), its old record's n, Σy, Σx and Σx², and the old counts of the one or two candidates
     that change. Python works out the moments' change once for each distinct (outcomes, n, Σy,
     Σx, Σx²) into `record_shifts`, with the separation's denominator (Σx² outgrows 64 bits, and
-    is kept as text). Then one upsert counts every record on from its old row, the pushed run's
-    outcome taken out (it was the oldest: in the streak only if every run was, and with no
-    failure left there is no `lastFailed`) and the new run's added as `_count_in` adds it, and
-    a delete drops the records no run of the window has now."""
+    is kept as text). Then an UPDATE … FROM counts every kept record on from its old row (an
+    INSERT … SELECT the new ones from nothing), the pushed run's outcome taken out (it was the
+    oldest: in the streak only if every run was, and with no failure left there is no
+    `lastFailed`) and the new run's added as `_count_in` adds it, and a delete drops the
+    records no run of the window has now."""
 
     def __init__(self, conn: Connection, now: Any, gone: Any | None) -> None:
         self.conn, self.now, self.gone = conn, now, gone
@@ -262,11 +263,10 @@ class _RunEnd:
             [self._shifted(*key) for key in keys],
         )
         finished = self.now.finished_at
-        self.conn.execute(
-            text(self._upsert()),
-            {**self.params, "agent_pk": agent_pk, "project_id": project_id,
-             "finished": finished if self.pg else sqlite_time(finished)},
-        )  # fmt: skip
+        params = {**self.params, "agent_pk": agent_pk, "project_id": project_id,
+                  "finished": finished if self.pg else sqlite_time(finished)}  # fmt: skip
+        for statement in self._writes():
+            self.conn.execute(text(statement), params)
         run("DELETE FROM case_records WHERE runs = 0 AND case_id IN "
             "(SELECT case_id FROM record_ends WHERE gone <> '')")  # fmt: skip
         run("DROP TABLE record_shifts")
@@ -382,8 +382,9 @@ class _RunEnd:
         kinds = " + ".join(_one(f"json_extract(value, '$[{i}]') > 0") for i in range(3))
         return f"EXISTS (SELECT 1 FROM json_each({by}) WHERE {kinds} > 1)"
 
-    def _upsert(self) -> str:
-        """SQL: every record of `record_ends` counted on and written."""
+    def _writes(self) -> list[str]:
+        """SQL: every record of `record_ends` counted on and written: the kept ones updated in
+        place, then the new ones inserted (with no old row, the same values count from 0)."""
         ks = range(len(self.candidates))
         old = [[f"e.o{k}_{i}" for i in range(3)] for k in ks]
         new = [[self._new_count(k, i) for i in range(3)] for k in ks]
@@ -433,16 +434,18 @@ class _RunEnd:
             "separation": f"CASE WHEN sh.spread IS NULL THEN NULL ELSE {ratio} END",
             "last_failed": last_failed, "streak": streak, "by_candidate": by, "moments": moments,
         }  # fmt: skip
-        return (
+        shifted = "JOIN record_shifts AS sh ON " + " AND ".join(
+            f"sh.{c} = e.{c}" for c in ("now", "gone", "n", "sy", "sx", "sxx")
+        )
+        return [
+            "UPDATE case_records AS r SET "
+            + ", ".join(f"{column} = {value}" for column, value in values.items())
+            + f" FROM record_ends AS e {shifted} WHERE r.case_id = e.case_id",
             f"INSERT INTO case_records (case_id, agent_pk, project_id, {', '.join(values)}) "
             f"SELECT e.case_id, :agent_pk, :project_id, {', '.join(values.values())} "
-            "FROM record_ends AS e LEFT JOIN case_records AS r ON r.case_id = e.case_id "
-            "JOIN record_shifts AS sh ON sh.now = e.now AND sh.gone = e.gone AND sh.n = e.n "
-            "AND sh.sy = e.sy AND sh.sx = e.sx AND sh.sxx = e.sxx "
-            "WHERE TRUE "  # SQLite's upsert needs a WHERE after a join
-            "ON CONFLICT (case_id) DO UPDATE SET "
-            + ", ".join(f"{c} = excluded.{c}" for c in values)
-        )
+            f"FROM record_ends AS e {shifted} "
+            "LEFT JOIN case_records AS r ON r.case_id = e.case_id WHERE r.case_id IS NULL",
+        ]
 
 
 def _sets(conn: Connection) -> list[Any]:
