@@ -10,7 +10,8 @@ after each try, marks its outcomes as `time_at_scale` does and ends it (`settle`
 `--window 5` the end pushes the oldest run out of the records' window, as every end does once
 a set has 50 runs. Each try: wall seconds, this process's CPU seconds, on PostgreSQL the
 server backend's CPU seconds (read from /proc: the server must run on this host), and each
-SQL statement's wall and CPU time (on PostgreSQL the CPU is this process's alone). The code timed is the `kindgi` on PYTHONPATH.
+SQL statement's wall and CPU time (on PostgreSQL the CPU is this process's alone). The code
+timed is the `kindgi` this file's folder holds.
 """
 
 from __future__ import annotations
