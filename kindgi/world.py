@@ -22,7 +22,7 @@ from sqlalchemy import JSON, select, update
 from sqlalchemy.exc import IntegrityError
 
 from . import service, stance
-from .database import db
+from .database import abandon, db
 from .errors import DomainError
 from .models import (
     CORRECTION_STATUSES,
@@ -663,5 +663,5 @@ def load(world: dict[str, Any], *, trusted: bool = False) -> dict[str, int]:
     try:
         return _Loader(world).load()
     except (IntegrityError, driver_conflict) as exc:
-        db.session.rollback()
+        abandon()
         raise WorldError(f"conflicts with what is stored: {getattr(exc, 'orig', exc)}") from None
