@@ -107,18 +107,26 @@ def world(
     statuses = ["open", "open", "with-the-owner", "fixed", "fixed"]
     n_runs = max(6, cases // 10)
     span = timedelta(days=120)
+    # the runs' inputs and calls come from pools too: the loader works out each object's
+    # words, key and JSON once for all the runs sharing it
+    questions = {
+        (question, refund, urgent): {
+            "question": question + (REFUND if refund else ""),
+            "priority": "urgent" if urgent else "routine",
+        }
+        for question in QUESTIONS
+        for refund in (False, True)
+        for urgent in (False, True)
+    }
+    calls = [[{"tool": tool, "args": {"q": "notice period"}}] for tool in TOOLS[:4]]
     made_from = []
     for i in range(n_runs):
         versions = PAIRS[i % len(PAIRS)][1]
-        question = {
-            # i % 100 == 1: a finished run (every 50th is still running)
-            "question": QUESTIONS[i % len(QUESTIONS)] + (REFUND if i % 100 == 1 else ""),
-            "priority": "urgent" if i % 2 else "routine",
-        }
-        calls = [{"tool": TOOLS[i % 4], "args": {"q": "notice period"}}]
+        # i % 100 == 1: a finished run (every 50th is still running)
+        question = questions[QUESTIONS[i % len(QUESTIONS)], i % 100 == 1, i % 2 == 1]
         made_from.append(
-            _run(f"run-{i:07d}", i, versions[i % len(versions)], i % 50 != 0, question, calls,
-                 now - span + span * (i / n_runs))
+            _run(f"run-{i:07d}", i, versions[i % len(versions)], i % 50 != 0, question,
+                 calls[i % 4], now - span + span * (i / n_runs))
         )  # fmt: skip
     finished = [r for r in made_from if r["status"] == "finished"]
     total_runs = n_runs + INBOX_RUNS if runs is None else runs
