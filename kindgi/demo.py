@@ -136,29 +136,29 @@ def world(
     total = cases + extra
     corrections, hand = [], []
     extras = 0
+    after = [timedelta(minutes=5, milliseconds=ms) for ms in range(997)]  # made once, not 1M times
     for i in range(total):
         # The won't-fix and removed ones are spread evenly through time, as they happen: all
         # at the newest end, they made every newest-first query step over them first.
         is_case = ((i + 1) * extra + total // 2) // total == extras
         extras += not is_case
         run = finished[i * len(finished) // total]
-        added = run["at"] + timedelta(minutes=5, milliseconds=i % 997)
+        added = run["at"] + after[i % 997]
         r = rng.random()
-        entry: dict[str, Any] = {"run": run["id"], "by": USER, "at": added}
+        if is_case and r > 0.7:
+            entry: dict[str, Any] = {"id": f"case-{i:012d}", "body": hand_bodies[i % 97]}
+            hand.append(entry)
+        else:
+            entry = {
+                "id": f"cor-{i:012d}",
+                "body": correction_bodies[i % 101],
+                "status": statuses[i % 5] if is_case else ("wont-fix", "removed")[extras % 2],
+                "group": "grp-experts" if run["agent"] == AGENTS[0][0] and r < 0.2 else None,
+            }
+            corrections.append(entry)
+        entry["run"], entry["by"], entry["at"] = run["id"], USER, added
         if is_case and r < 0.08:
             entry["retired"] = {"reason": REASONS[i % len(REASONS)], "by": USER, "at": added}
-        if is_case and r > 0.7:
-            hand.append({"id": f"case-{i:012d}", "body": hand_bodies[i % 97], **entry})
-        else:
-            corrections.append(
-                {
-                    "id": f"cor-{i:012d}",
-                    "body": correction_bodies[i % 101],
-                    "status": statuses[i % 5] if is_case else ("wont-fix", "removed")[extras % 2],
-                    "group": "grp-experts" if run["agent"] == AGENTS[0][0] and r < 0.2 else None,
-                    **entry,
-                }
-            )
     return {
         "tenants": [{"id": TENANT, "name": "Demo organisation"}],
         "users": [

@@ -228,6 +228,8 @@ def _time_text(process: Callable[[Any], Any], last: list[Any]) -> Callable[[Any]
     def convert(value: Any) -> Any:
         if value is last[0]:
             return last[1]
+        if value is None:
+            return None
         if type(value) is not datetime or value.tzinfo is not None:
             return process(value)
         last[0], last[1] = value, value.isoformat(" ", "microseconds")
