@@ -215,6 +215,7 @@ class Client:
         self.http = requests.Session()
         self.http.headers.update(ADMIN)
         self.cases: list[tuple[str, str]] = []  # (agent, case id) this client added
+        self.acknowledged = 0  # writes answered 2xx
         self.corrections: list[tuple[str, str]] = []
 
     def write(self, op: str, method: str, path: str, body: Any) -> requests.Response | None:
@@ -234,6 +235,7 @@ class Client:
             self.note(entry, attempt, resp)
             in_flight = resp.status_code == 409 and "in-flight" in resp.text
             if resp.status_code not in RETRIED or (resp.status_code == 409 and not in_flight):
+                self.acknowledged += resp.status_code < 300
                 return resp
             time.sleep(min(float(resp.headers.get("Retry-After", "1")), 1.0) * (attempt + 1) / 2)
         return None
@@ -318,18 +320,19 @@ class Client:
     MIX = ((add_case, 30), (retire_or_restore, 25), (record_correction, 15),
            (change_correction, 15), (test_run, 4))  # fmt: skip
 
-    def run(self, until: float) -> None:
-        """The mix until `until`, after a test run first: the judge is asked something even in
-        a short run on a slow machine."""
+    def run(self, until: float, at_least: int, cap: float) -> None:
+        """The mix until `until` and `at_least` writes acknowledged (a loaded machine answers
+        fewer in the time; never past `cap`), after a test run first: the judge is asked
+        something even in a short run on a slow machine."""
         ops, weights = zip(*self.MIX, strict=True)
         self.test_run()
-        while time.monotonic() < until:
+        while time.monotonic() < cap and (time.monotonic() < until or self.acknowledged < at_least):
             self.rand.choices(ops, weights)[0](self)
 
 
-def client_process(args: tuple[str, int, float, str]) -> None:
-    base, seed, until, log = args
-    Client(base, seed, Path(log)).run(until)
+def client_process(args: tuple[str, int, float, str, int, float]) -> None:
+    base, seed, until, log, at_least, cap = args
+    Client(base, seed, Path(log)).run(until, at_least, cap)
 
 
 # ---------------------------------------------------------------- faults, and the backup
@@ -640,6 +643,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=4, help="client processes")
     parser.add_argument("--workers", type=int, default=4, help="gunicorn workers")
     parser.add_argument("--every", type=float, default=1.5, help="seconds between faults")
+    parser.add_argument("--min-acknowledged", type=int, default=0,
+                        help="go on past --seconds (up to 5 times as long) until so many "
+                             "writes are acknowledged")  # fmt: skip
     parser.add_argument("--lease", type=int, default=10, help="Idempotency-Key lease, seconds")
     parser.add_argument("--postgres", default="", help="a PostgreSQL server (else SQLite)")
     parser.add_argument("--restart", action="store_true",
@@ -688,8 +694,10 @@ def main(argv: list[str] | None = None) -> int:
             faults.start()
             try:
                 with multiprocessing.get_context("fork").Pool(args.clients) as pool:
+                    each = -(-args.min_acknowledged // args.clients)
+                    cap = until + 4 * args.seconds
                     pool.map(client_process, [(server.base, seed, until,
-                                               str(folder / f"client-{seed}.jsonl"))
+                                               str(folder / f"client-{seed}.jsonl"), each, cap)
                                               for seed in range(args.clients)])  # fmt: skip
             finally:
                 faults.stopping.set()

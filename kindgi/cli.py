@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from . import demo, queue, service, world
 from .config import API_PREFIX
-from .database import commit, db, set_writing
+from .database import abandon, commit, db, set_writing
 from .errors import DomainError
 from .models import Case, Tenant, User
 from .schemas.common import rfc3339
@@ -44,7 +44,7 @@ def load_command(path: Path) -> None:
         counts = world.load(data)
         commit()
     except world.WorldError as exc:
-        db.session.rollback()
+        abandon()
         raise click.ClickException(f"{path}: nothing was loaded: {exc}") from None
     click.echo(f"loaded {path}: " + ", ".join(f"{n} {k}" for k, n in counts.items()))
 
@@ -175,7 +175,7 @@ def import_command(path: Path, agent_id: str, project_id: str, tenant: str | Non
             cases = service.import_cases(caller, agent_id, project_id.lower(), lines)
         commit()
     except DomainError as err:
-        db.session.rollback()
+        abandon()
         said = f" {json.dumps(err.details)}" if err.details else ""
         raise click.ClickException(
             f"nothing was imported: {err.code}: {err.message}{said}"

@@ -65,8 +65,20 @@ def reading() -> Iterator[None]:
     try:
         yield
     finally:
-        db.session.rollback()
+        abandon()
         _writing.set(True)
+
+
+def abandon() -> None:
+    """End the session's transaction, changing nothing, whatever the connection's state. When
+    even the ROLLBACK fails (PostgreSQL ended the connection between the transaction's last
+    statement and it, so the ROLLBACK read the news), the connection is dropped instead: the
+    server rolled the transaction back as it ended it, and an error path must never fail on
+    its own cleanup (it was a 500 in place of the refusal or 503 being answered)."""
+    try:
+        db.session.rollback()
+    except SQLAlchemyError:
+        db.session().invalidate()  # the scoped session does not pass this one on
 
 
 def after_commit(callback: Callable[[], None]) -> None:
@@ -78,7 +90,7 @@ def after_commit(callback: Callable[[], None]) -> None:
 def failed(exc: SQLAlchemyError) -> DomainError:
     """End the transaction a statement failed in, so nothing was changed, and say why: 503
     `database-busy` when the database could not answer (a retry will do), else 500 `internal`."""
-    db.session.rollback()
+    abandon()
     db.session.info.pop("after_commit", None)
     if is_busy(exc):
         return DatabaseBusy()
@@ -111,7 +123,7 @@ def commit() -> None:
 
 def rollback() -> None:
     """End the session's transaction, changing nothing; what follows only reads."""
-    db.session.rollback()
+    abandon()
     db.session.info.pop("after_commit", None)
     set_writing(False)
 
@@ -124,7 +136,7 @@ def on_its_own() -> Iterator[None]:
     try:
         yield
     except BaseException:
-        db.session.rollback()
+        abandon()
         raise
     try:
         commit()

@@ -107,18 +107,26 @@ def world(
     statuses = ["open", "open", "with-the-owner", "fixed", "fixed"]
     n_runs = max(6, cases // 10)
     span = timedelta(days=120)
+    # the runs' inputs and calls come from pools too: the loader works out each object's
+    # words, key and JSON once for all the runs sharing it
+    questions = {
+        (question, refund, urgent): {
+            "question": question + (REFUND if refund else ""),
+            "priority": "urgent" if urgent else "routine",
+        }
+        for question in QUESTIONS
+        for refund in (False, True)
+        for urgent in (False, True)
+    }
+    calls = [[{"tool": tool, "args": {"q": "notice period"}}] for tool in TOOLS[:4]]
     made_from = []
     for i in range(n_runs):
         versions = PAIRS[i % len(PAIRS)][1]
-        question = {
-            # i % 100 == 1: a finished run (every 50th is still running)
-            "question": QUESTIONS[i % len(QUESTIONS)] + (REFUND if i % 100 == 1 else ""),
-            "priority": "urgent" if i % 2 else "routine",
-        }
-        calls = [{"tool": TOOLS[i % 4], "args": {"q": "notice period"}}]
+        # i % 100 == 1: a finished run (every 50th is still running)
+        question = questions[QUESTIONS[i % len(QUESTIONS)], i % 100 == 1, i % 2 == 1]
         made_from.append(
-            _run(f"run-{i:07d}", i, versions[i % len(versions)], i % 50 != 0, question, calls,
-                 now - span + span * (i / n_runs))
+            _run(f"run-{i:07d}", i, versions[i % len(versions)], i % 50 != 0, question,
+                 calls[i % 4], now - span + span * (i / n_runs))
         )  # fmt: skip
     finished = [r for r in made_from if r["status"] == "finished"]
     total_runs = n_runs + INBOX_RUNS if runs is None else runs
@@ -128,29 +136,29 @@ def world(
     total = cases + extra
     corrections, hand = [], []
     extras = 0
+    after = [timedelta(minutes=5, milliseconds=ms) for ms in range(997)]  # made once, not 1M times
     for i in range(total):
         # The won't-fix and removed ones are spread evenly through time, as they happen: all
         # at the newest end, they made every newest-first query step over them first.
         is_case = ((i + 1) * extra + total // 2) // total == extras
         extras += not is_case
         run = finished[i * len(finished) // total]
-        added = run["at"] + timedelta(minutes=5, milliseconds=i % 997)
+        added = run["at"] + after[i % 997]
         r = rng.random()
-        entry: dict[str, Any] = {"run": run["id"], "by": USER, "at": added}
+        if is_case and r > 0.7:
+            entry: dict[str, Any] = {"id": f"case-{i:012d}", "body": hand_bodies[i % 97]}
+            hand.append(entry)
+        else:
+            entry = {
+                "id": f"cor-{i:012d}",
+                "body": correction_bodies[i % 101],
+                "status": statuses[i % 5] if is_case else ("wont-fix", "removed")[extras % 2],
+                "group": "grp-experts" if run["agent"] == AGENTS[0][0] and r < 0.2 else None,
+            }
+            corrections.append(entry)
+        entry["run"], entry["by"], entry["at"] = run["id"], USER, added
         if is_case and r < 0.08:
             entry["retired"] = {"reason": REASONS[i % len(REASONS)], "by": USER, "at": added}
-        if is_case and r > 0.7:
-            hand.append({"id": f"case-{i:012d}", "body": hand_bodies[i % 97], **entry})
-        else:
-            corrections.append(
-                {
-                    "id": f"cor-{i:012d}",
-                    "body": correction_bodies[i % 101],
-                    "status": statuses[i % 5] if is_case else ("wont-fix", "removed")[extras % 2],
-                    "group": "grp-experts" if run["agent"] == AGENTS[0][0] and r < 0.2 else None,
-                    **entry,
-                }
-            )
     return {
         "tenants": [{"id": TENANT, "name": "Demo organisation"}],
         "users": [

@@ -19,7 +19,7 @@ from flask import Response, current_app, g, request
 from sqlalchemy import and_, bindparam, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from .database import db, failed, is_busy, on_its_own
+from .database import abandon, db, failed, is_busy, on_its_own
 from .errors import (
     RETRY_AFTER,
     DatabaseBusy,
@@ -114,7 +114,7 @@ def claim_key(scope: str, key: str, fingerprint: str) -> StoredAnswer | None:
     except Internal as exc:  # the claim could not commit
         raise StoreUnavailable() from exc
     except SQLAlchemyError as exc:
-        db.session.rollback()
+        abandon()
         if is_busy(exc):  # another writer holds the lock: the database is busy, not the store
             raise DatabaseBusy() from exc
         raise StoreUnavailable() from exc
@@ -188,7 +188,7 @@ def kept(scope: str) -> bool | None:
                 .with_for_update()
             ).scalar_one_or_none()
     except (SQLAlchemyError, DomainError):
-        db.session.rollback()
+        abandon()
         return None
     return status is not None
 
@@ -201,7 +201,7 @@ def release(scope: str) -> None:
     key = g.get("idempotency_key")
     if key is None:
         return
-    db.session.rollback()
+    abandon()
     try:
         with on_its_own():
             db.session.execute(
@@ -214,4 +214,4 @@ def release(scope: str) -> None:
                 )
             )
     except (SQLAlchemyError, DomainError):  # best effort, as said
-        db.session.rollback()
+        abandon()

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from .grading import grade_case
+from .grading import PARTS, grade_case
 from .runner import STOPPED, Grader, Sender, stopped
 from .runner.agents import sendable
 from .runner.summary import lines, why
@@ -129,10 +129,16 @@ class Session:
         self.worker = hasattr(config, "workerinput")
         self.gated = args.max_regressions is not None or args.min_pass_rate is not None
         self.said: list[str] = []
+        # --collect-only opens no run and finishes none: a run finished with every case a
+        # no-result error would count in every case's record as a failure
+        self.collecting = bool(config.option.collectonly)
         if self.worker:  # the controller opened the run
             self.run_id = config.workerinput["kindgi_run"]  # type: ignore[attr-defined]
             self.cases = json.loads(config.workerinput["kindgi_cases"])  # type: ignore[attr-defined]
             self.grading = config.workerinput["kindgi_grading"]  # type: ignore[attr-defined]
+        elif self.collecting and not args.resume:
+            self.run_id, self.grading = "", (None, False)
+            self.cases = self._set_now(args)
         else:
             run = self.grader.open_run()
             self.run_id = run["id"]
@@ -152,6 +158,19 @@ class Session:
             ]
         self.by_id = {case["caseId"]: case for case in self.cases}
         self.sender = Sender(lambda batch: self.client.send_results(self.agent, self.run_id, batch))
+
+    def _set_now(self, args: argparse.Namespace) -> list[dict[str, Any]]:
+        """The cases a full run opened now would start with: the set's active ones (with any of
+        the `--kindgi-tag`s, if given), read from its export. A sample or a re-run's cases are
+        drawn only as a run opens."""
+        tags = set(args.tag or ())
+        return [
+            {"caseId": case["id"], "kind": case["kind"], "expert": bool(case.get("expert")),
+             "input": case["input"], "parts": [p for p in PARTS if p in case["expect"]],
+             "expect": case["expect"], "corrected": case["calls"] or []}
+            for case in self.client.export(self.agent, args.project)
+            if not tags or tags & set(case.get("tags") or ())
+        ]  # fmt: skip
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         if "kindgi_case" in metafunc.fixturenames:
@@ -201,6 +220,15 @@ class Session:
         """Each process sends the results it still holds; then the controller finishes the
         run, waits for the judge and checks the gate, which alone sets the exit status when one
         is given."""
+        if self.collecting:
+            self.said = [
+                f"--collect-only: run {self.run_id} was left as it was; its {len(self.cases)} "
+                "cases still awaited"
+                if self.run_id
+                else f"--collect-only: no test run was opened; the set's {len(self.cases)} "
+                "active cases, as a full run would start with them"
+            ]
+            return
         try:
             self.sender.flush()
             if self.worker:
@@ -216,7 +244,8 @@ class Session:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.said:
-            terminalreporter.write_sep("=", f"kindgi test run {self.run_id}")
+            title = f"kindgi test run {self.run_id}" if self.run_id else "kindgi"
+            terminalreporter.write_sep("=", title)
             for line in self.said:
                 terminalreporter.write_line(line)
 

@@ -15,14 +15,14 @@ import operator
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from marshmallow import ValidationError
-from sqlalchemy import JSON, select, update
+from sqlalchemy import JSON, DateTime, select, update
 from sqlalchemy.exc import IntegrityError
 
 from . import service, stance
-from .database import db
+from .database import abandon, db
 from .errors import DomainError
 from .models import (
     CORRECTION_STATUSES,
@@ -54,7 +54,7 @@ class WorldError(ValueError):
     """A world file entry that can't be loaded; the message names it."""
 
 
-def _time(value: Any, where: str) -> datetime:
+def _time(value: Any, where: Where) -> datetime:
     """An RFC 3339 time with a zone, as naive UTC (a datetime passes as it is: the demo's)."""
     if isinstance(value, datetime):
         return value
@@ -73,10 +73,68 @@ def _added(case: dict[str, Any]) -> tuple[datetime, str]:
     return case["added_at"], case["id"]
 
 
-def _need(entry: dict[str, Any], where: str, *names: str) -> None:
-    missing = [n for n in names if entry.get(n) in (None, "")]
-    if missing:
-        raise WorldError(f"{where}: missing {', '.join(missing)}")
+def _need(entry: dict[str, Any], where: Where, *names: str) -> None:
+    for name in names:
+        if entry.get(name) in (None, ""):
+            missing = [n for n in names if entry.get(n) in (None, "")]
+            raise WorldError(f"{where}: missing {', '.join(missing)}")
+
+
+class _Where:
+    """Where an entry is in the world, as its errors name it ("cases[3] (case-1)"): made text
+    only when an error is, not for each of a million entries."""
+
+    __slots__ = ("entry", "i", "name")
+
+    def __init__(self, name: str, i: int, entry: Any) -> None:
+        self.name, self.i, self.entry = name, i, entry
+
+    def __str__(self) -> str:
+        entry = self.entry
+        named = isinstance(entry, dict) and entry.get("id")
+        return f"{self.name}[{self.i}]" + (f" ({entry.get('id')})" if named else "")
+
+
+Where = str | _Where  # an entry's place, or a place within it ("cases[3] (case-1).retired")
+
+
+class _Expect(NamedTuple):
+    """A case body's expectation, its words, what it gives of a stance and the tools it
+    names."""
+
+    expect: dict[str, Any]
+    words: str
+    own: stance.Own
+    tools: list[str]
+
+
+class _Content(NamedTuple):
+    """What of a run its cases' columns are worked out from: its input, output and calls, its
+    agent and project, its input's key and its words."""
+
+    input: Any
+    output: Any
+    calls: Any
+    agent_pk: int
+    project_id: str
+    input_key: str
+    words: str
+
+
+# A case's columns as it is first made, unless its entry says otherwise
+_CASE_AT_FIRST = {
+    "revision": 1,
+    "tags": None,
+    "status": None,
+    "group_id": None,
+    "retired_reason": None,
+    "retired_words": None,
+    "retired_by_kind": None,
+    "retired_by_id": None,
+    "retired_at": None,
+    "retired_from_test_run": None,
+}
+CASE_COLUMNS = 100_000  # the cases' columns kept for the cases after (`_Loader.case_columns`)
 
 
 def _bulk(model: type, rows: Iterable[dict[str, Any]]) -> int:
@@ -94,10 +152,11 @@ def _bulk(model: type, rows: Iterable[dict[str, Any]]) -> int:
     conn = db.session.connection()
     dialect = conn.dialect
     values = operator.itemgetter(*(c.name for c in table.columns))
+    last_time: list[Any] = [None, None]  # shared by the table's times (see `_time_text`)
     converters = [
         (i, convert)
         for i, column in enumerate(table.columns)
-        if (convert := _converter(column.type, dialect)) is not None
+        if (convert := _converter(column.type, dialect, last_time)) is not None
     ]
 
     def batches() -> Iterator[list[list[Any]]]:
@@ -146,11 +205,37 @@ def _foreign_keys_checked_after(conn: Any, table: Any) -> Iterator[None]:
         )
 
 
-def _converter(column_type: Any, dialect: Any) -> Callable[[Any], Any] | None:
-    """How a column's Python value becomes the driver's: JSON as text, the rest as SQLAlchemy."""
+def _converter(column_type: Any, dialect: Any, last_time: list[Any]) -> Callable[[Any], Any] | None:
+    """How a column's Python value becomes the driver's: JSON as text, the rest as SQLAlchemy
+    (times faster, as the same text)."""
     if isinstance(column_type, JSON):
         return _json_text(none="null" if not column_type.none_as_null else None)
-    return column_type.dialect_impl(dialect).bind_processor(dialect)
+    process = column_type.dialect_impl(dialect).bind_processor(dialect)
+    if process is not None and isinstance(column_type, DateTime):
+        return _time_text(process, last_time)
+    return process
+
+
+def _time_text(process: Callable[[Any], Any], last: list[Any]) -> Callable[[Any], Any]:
+    """SQLite's text of a time: SQLAlchemy's processor formats it through a dict, a third of a
+    million-case load's conversions; a naive datetime's `isoformat` is the same text (checked
+    here on a time, else `process` does it all). `last` holds the last time made text and its
+    text, shared by a table's columns: a case's `updated_at` is its `added_at`."""
+    sample = datetime(1999, 12, 31, 23, 59, 58, 7)
+    if process(sample) != sample.isoformat(" ", "microseconds"):
+        return process
+
+    def convert(value: Any) -> Any:
+        if value is last[0]:
+            return last[1]
+        if value is None:
+            return None
+        if type(value) is not datetime or value.tzinfo is not None:
+            return process(value)
+        last[0], last[1] = value, value.isoformat(" ", "microseconds")
+        return last[1]
+
+    return convert
 
 
 def _json_text(none: str | None) -> Callable[[Any], Any]:
@@ -223,51 +308,52 @@ class _Loader:
         }
         self.groups = {g.id: g for g in db.session.scalars(select(Group))}
         self.runs: dict[str, dict[str, Any]] = {}
-        self.expects: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
-        self.expect_words: dict[int, tuple[dict[str, Any], str]] = {}
-        # each input's key and what each expectation gives of a stance, by the object's id
-        # (holding the object keeps its id from being reused)
+        # Made once for all the entries sharing the objects they are of, by the objects' ids
+        # (holding an object keeps its id from being reused): each body's expectation, with its
+        # words and what it gives of a stance; each run content's words and key; each
+        # expectation and run content's columns of a case (a million demo cases share a few
+        # thousand, and a world file's cases at most one each: `case_columns`)
+        self.expects: dict[int, tuple[Any, _Expect]] = {}
+        self.contents: dict[tuple[int, int, int, int, str], _Content] = {}
+        self.said: dict[tuple[int, int], tuple[Any, Any, str, str]] = {}
         self.input_keys: dict[int, tuple[Any, str]] = {}
-        self.owns: dict[int, tuple[dict[str, Any], stance.Own]] = {}
-        self.run_words: dict[tuple[int, int], tuple[Any, Any, str]] = {}
+        self.made_columns: dict[tuple[int, int], tuple[_Expect, _Content, dict[str, Any]]] = {}
+        self.reasons: dict[str, str | None] = {}  # each retire reason's words
         self.tools: set[tuple[int, str, str]] = set()  # (agent_pk, project_id, tool) named
         self.first_case: dict[str, datetime] = {}  # run id → when its first case was added
 
-    def entries(self, name: str) -> Iterable[tuple[str, dict[str, Any]]]:
+    def entries(self, name: str) -> Iterable[tuple[_Where, dict[str, Any]]]:
         items = self.world.get(name) or []
         if not isinstance(items, list):
             raise WorldError(f"{name}: must be a list")
         for i, entry in enumerate(items):
-            where = f"{name}[{i}]" + (
-                f" ({entry.get('id')})" if isinstance(entry, dict) and entry.get("id") else ""
-            )
             if not isinstance(entry, dict):
-                raise WorldError(f"{where}: must be an object")
-            yield where, entry
+                raise WorldError(f"{_Where(name, i, entry)}: must be an object")
+            yield _Where(name, i, entry), entry
 
-    def tenant(self, tenant: Any, where: str) -> str:
+    def tenant(self, tenant: Any, where: Where) -> str:
         if tenant not in self.tenants:
             raise WorldError(f"{where}: unknown tenant {tenant!r}")
         return tenant
 
-    def principal(self, pid: Any, where: str) -> tuple[str, str]:
+    def principal(self, pid: Any, where: Where) -> tuple[str, str]:
         if pid not in self.principals:
             raise WorldError(f"{where}: unknown user or service {pid!r}")
         return self.principals[pid]
 
-    def project(self, pid: Any, where: str) -> str:
+    def project(self, pid: Any, where: Where) -> str:
         key = str(pid).lower()
         if key not in self.projects:
             raise WorldError(f"{where}: unknown project {pid!r}")
         return key
 
-    def agent(self, tenant: str, agent_id: Any, where: str) -> Agent:
+    def agent(self, tenant: str, agent_id: Any, where: Where) -> Agent:
         agent = self.agents.get((tenant, agent_id))
         if agent is None:
             raise WorldError(f"{where}: unknown agent {agent_id!r} in tenant {tenant!r}")
         return agent
 
-    def agent_anywhere(self, agent_id: Any, where: str) -> Agent:
+    def agent_anywhere(self, agent_id: Any, where: Where) -> Agent:
         found = [a for (_, aid), a in self.agents.items() if aid == agent_id]
         if len(found) != 1:
             raise WorldError(
@@ -275,7 +361,7 @@ class _Loader:
             )
         return found[0]
 
-    def run(self, run_id: Any, where: str) -> dict[str, Any]:
+    def run(self, run_id: Any, where: Where) -> dict[str, Any]:
         """A run of this world, or a stored one it names (`find_stored_runs`)."""
         run = self.runs.get(run_id) if isinstance(run_id, str) else None
         if run is None:
@@ -295,8 +381,9 @@ class _Loader:
             ):
                 self.runs[stored.id] = {**stored._mapping, "_stored": True}
 
-    def expect(self, entry: dict[str, Any], where: str) -> dict[str, Any]:
-        """What the case expects, its body checked by the schema once per body object.
+    def expect(self, entry: dict[str, Any], where: Where) -> _Expect:
+        """What the case expects, its body checked by the schema once per body object, with
+        what that gives of the case's words and stance.
 
         A world may share one body object between many entries (the demo shares a few hundred
         among a million cases): each is validated and converted once, not once per case.
@@ -306,41 +393,69 @@ class _Loader:
         if cached is not None and cached[0] is body:
             return cached[1]
         expect = service.expect_of(self.body(entry, where))
-        self.expects[id(body)] = (body, expect)  # holding `body` keeps its id from being reused
-        return expect
+        made = _Expect(expect, search.expect_words(expect), stance.own(expect),
+                       search.tools_of(expect))  # fmt: skip
+        self.expects[id(body)] = (body, made)
+        return made
 
-    def run_document(self, input_: Any, output: Any) -> str:
-        """A run's words, cut once for each input and output it shares with runs before it
-        (the demo's come from pools, so a million runs cut a few dozen texts)."""
+    def run_text(self, input_: Any, output: Any) -> tuple[str, str]:
+        """A run's words, and its document (`runs.search_text`), cut once for each input and
+        output it shares with runs before it (the demo's come from pools, so a million runs
+        cut a few dozen texts)."""
         key = (id(input_), id(output))
-        said = self.run_words.get(key)
+        said = self.said.get(key)
         if said is None or said[0] is not input_ or said[1] is not output:
-            said = self.run_words[key] = (input_, output, search.run_document(input_, output))
-        return said[2]
+            words = search.run_words(input_, output)
+            said = self.said[key] = (input_, output, words, search.capped(words))
+        return said[2], said[3]
 
-    def stance_of(self, expect: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
-        """A case's stance columns, the key of each input and what each expectation gives
-        alone worked out once for all the cases that share them (the demo's come from pools:
-        a million cases share a few hundred expectations and inputs)."""
-        given = run["input"]
-        key = self.input_keys.get(id(given))
-        if key is None or key[0] is not given:
-            key = self.input_keys[id(given)] = (given, stance.input_key(given))
-        mine = self.owns.get(id(expect))
-        if mine is None or mine[0] is not expect:
-            mine = self.owns[id(expect)] = (expect, stance.own(expect))
-        return stance.stance(expect, key[1], run["calls"], mine[1])._asdict()
+    def content(self, run: dict[str, Any]) -> _Content:
+        """What of a run a case's columns are worked out from, one object for all the runs of
+        one agent and project with the same input, output and calls objects."""
+        content = run.get("_content")
+        if content is None:
+            input_, output, calls = run["input"], run["output"], run["calls"]
+            ids = (id(input_), id(output), id(calls), run["agent_pk"], run["project_id"])
+            content = self.contents.get(ids)
+            if (
+                content is None
+                or content.input is not input_
+                or content.output is not output
+                or content.calls is not calls
+            ):
+                key = self.input_keys.get(id(input_))
+                if key is None or key[0] is not input_:
+                    key = self.input_keys[id(input_)] = (input_, stance.input_key(input_))
+                content = self.contents[ids] = _Content(
+                    input_, output, calls, run["agent_pk"], run["project_id"], key[1],
+                    self.run_text(input_, output)[0],
+                )  # fmt: skip
+            run["_content"] = content
+        return content
 
-    def search_text(self, expect: dict[str, Any], run: dict[str, Any]) -> str:
-        """A case's words, its expectation's and its run's each cut once."""
-        said = self.expect_words.get(id(expect))
-        if said is None or said[0] is not expect:
-            said = self.expect_words[id(expect)] = (expect, search.expect_words(expect))
-        if "_words" not in run:
-            run["_words"] = search.run_words(run["input"], run["output"])
-        return search.document(said[1], run["_words"])
+    def case_columns(self, expect: _Expect, content: _Content) -> dict[str, Any]:
+        """A case's columns its expectation and its run's content give (the expectation, its
+        words and its stance), worked out once for all the cases that share both, so that they
+        share the very objects (whose JSON `_bulk` then writes once, the stance's tool lists
+        among them); the tools the expectation names are noted then, for its agent and project.
+        Past CASE_COLUMNS of them (a world file's cases share few) they are made afresh."""
+        ids = (id(expect), id(content))
+        made = self.made_columns.get(ids)
+        if made is not None and made[0] is expect and made[1] is content:
+            return made[2]
+        for tool in expect.tools:
+            self.tools.add((content.agent_pk, content.project_id, tool))
+        columns = {
+            "expect": expect.expect,
+            "search_text": search.document(expect.words, content.words),
+            **stance.stance(expect.expect, content.input_key, content.calls, expect.own)._asdict(),
+        }
+        if len(self.made_columns) >= CASE_COLUMNS:
+            self.made_columns.clear()
+        self.made_columns[ids] = (expect, content, columns)
+        return columns
 
-    def body(self, entry: dict[str, Any], where: str) -> dict[str, Any]:
+    def body(self, entry: dict[str, Any], where: Where) -> dict[str, Any]:
         raw = entry.get("body")
         try:
             return CorrectionBody().load(raw if isinstance(raw, dict) else {})
@@ -529,7 +644,7 @@ class _Loader:
                 "status": r.get("status", "finished"),
                 "input": r.get("input"),
                 "output": r.get("output"),
-                "search_text": self.run_document(r.get("input"), r.get("output")),
+                "search_text": self.run_text(r.get("input"), r.get("output"))[1],
                 "calls": r.get("calls", []),
                 "erased": bool(r.get("erased")),
                 "replay_of": r.get("replayOf"),
@@ -541,16 +656,13 @@ class _Loader:
             self.runs[r["id"]] = row
             yield row
 
-    def _case_row(self, where: str, e: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    def _case_row(self, where: Where, e: dict[str, Any], **kw: Any) -> dict[str, Any]:
         _need(e, where, "id", "run", "by", "at")
         run = self.run(e["run"], where)
         kind, tenant = self.principal(e["by"], where)
         if tenant != run["tenant_id"]:
             raise WorldError(f"{where}: {e['by']!r} is not of the run's tenant")
         at = _time(e["at"], where)
-        expect = self.expect(e, where)
-        for tool in search.tools_of(expect):
-            self.tools.add((run["agent_pk"], run["project_id"], tool))
         row = {
             "id": e["id"],
             "tenant_id": tenant,
@@ -558,32 +670,24 @@ class _Loader:
             "project_id": run["project_id"],
             "run_id": run["id"],
             "made_on": run["version"],
-            "expect": expect,
-            "revision": 1,
-            "tags": None,
-            "search_text": self.search_text(expect, run),
             "added_by_kind": kind,
             "added_by_id": e["by"],
             "added_at": at,
             "updated_at": at,
-            "status": None,
-            "group_id": None,
-            "retired_reason": None,
-            "retired_words": None,
-            "retired_by_kind": None,
-            "retired_by_id": None,
-            "retired_at": None,
-            "retired_from_test_run": None,
-            **self.stance_of(expect, run),
+            **self.case_columns(self.expect(e, where), self.content(run)),
+            **_CASE_AT_FIRST,
             **kw,
         }
         retired = e.get("retired")
         if retired:
             _need(retired, f"{where}.retired", "reason", "by", "at")
             by_kind, _ = self.principal(retired["by"], f"{where}.retired")
+            reason = retired["reason"]
+            if reason not in self.reasons:
+                self.reasons[reason] = search.reason_words(reason)
             row.update(
-                retired_reason=retired["reason"],
-                retired_words=search.reason_words(retired["reason"]),
+                retired_reason=reason,
+                retired_words=self.reasons[reason],
                 retired_by_kind=by_kind,
                 retired_by_id=retired["by"],
                 retired_at=_time(retired["at"], where),
@@ -596,16 +700,17 @@ class _Loader:
             status = c.get("status", "open")
             if status not in CORRECTION_STATUSES:
                 raise WorldError(f"{where}: status is one of {', '.join(CORRECTION_STATUSES)}")
-            group = self.groups.get(c["group"]) if c.get("group") else None
-            if c.get("group") and group is None:
-                raise WorldError(f"{where}: unknown group {c['group']!r}")
+            group_id = c.get("group")
+            group = self.groups.get(group_id) if group_id else None
+            if group_id and group is None:
+                raise WorldError(f"{where}: unknown group {group_id!r}")
             restricted = c.get("restricted", group.restricted if group else False)
             yield self._case_row(
                 where,
                 c,
                 kind="correction",
                 status=status,
-                group_id=c.get("group"),
+                group_id=group_id,
                 expert=bool(restricted),
             )
 
@@ -663,5 +768,5 @@ def load(world: dict[str, Any], *, trusted: bool = False) -> dict[str, int]:
     try:
         return _Loader(world).load()
     except (IntegrityError, driver_conflict) as exc:
-        db.session.rollback()
+        abandon()
         raise WorldError(f"conflicts with what is stored: {getattr(exc, 'orig', exc)}") from None

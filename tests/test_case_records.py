@@ -8,11 +8,14 @@ on run-1 that expect a call to `search`.
 from __future__ import annotations
 
 import random
+import threading
+import time
 from typing import Any
 
 from conftest import AGENT, P1, ok, refused, sign_in
+from flask import request
 from sqlalchemy import select
-from test_quick_runs import answer
+from test_quick_runs import answer, cases_of
 
 from kindgi import models
 from kindgi.database import db
@@ -151,3 +154,42 @@ def test_each_run_end_leaves_the_records_the_window_makes(app, api):
     assert any(r.flaky for r in kept) and any(r.separation is not None for r in kept)
     assert any(r.moments[4] >= 2**63 for r in kept)  # Σx² past 64 bits, kept exact
     assert {c for r in kept for c in r.failed_by} >= {'say "4"', "ré-3", "back\\slash"}
+
+
+def test_two_runs_ending_at_once_each_count_in_the_records(app, api):
+    """The second run's end begins before the first's has committed (held just before the
+    request boundary commits it): the second waits its turn and counts the first's outcomes,
+    on both engines. Without turns, on PostgreSQL each added its outcomes to the records as
+    they were before both, and one run's were lost (or its rewrite collided with the other's)."""
+    hold, held = threading.Event(), threading.Event()
+
+    @app.after_request  # runs before the boundary's commit: hooks run last registered first
+    def _hold_the_commit(response):
+        if request.headers.get("X-Hold-Commit"):
+            held.set()
+            hold.wait(10)
+        return response
+
+    runs = [ok(api.post(RUNS, {"projectId": P1, "candidate": c}), 201) for c in ("1.0", "2.0")]
+    bodies = [
+        {"results": [answer(c, passes) for c in cases_of(api, run["id"])]}
+        for run, passes in zip(runs, (True, False), strict=True)
+    ]
+    answers: dict[int, Any] = {}
+
+    def finish(i: int, headers: dict[str, str]) -> None:
+        answers[i] = api.post(f"{RUNS}/{runs[i]['id']}/results", bodies[i], headers=headers)
+
+    first = threading.Thread(target=finish, args=(0, {"X-Hold-Commit": "1"}))
+    first.start()
+    assert held.wait(10)
+    second = threading.Thread(target=finish, args=(1, {}))
+    second.start()
+    time.sleep(0.5)  # the second's end reaches the records meanwhile, unless it waits its turn
+    hold.set()
+    first.join(20)
+    second.join(20)
+    assert [ok(answers[i])["run"]["status"] for i in (0, 1)] == ["done", "done"]
+    with app.app_context():
+        assert records.breaches() == []
+    assert record(api, "cor-1")["outcomes"] == {"pass": 1, "fail": 1, "error": 0}

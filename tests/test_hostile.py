@@ -1152,6 +1152,34 @@ def test_the_database_going_away_mid_request_is_an_envelope_with_no_partial_writ
     assert client.get(f"{CASES}?projectId={P1}", headers=ADMIN).status_code == 200
 
 
+def test_the_connection_dying_as_a_refusal_is_rolled_back_leaves_the_refusal(app):
+    """The connection ends between a write's last statement and the ROLLBACK of its refusal (the
+    chaos test found it on PostgreSQL: the ROLLBACK read that the server had ended it, and the
+    error handler's own cleanup failed, a 500 in place of the 409): the refusal is answered,
+    nothing changed, and the next request is served."""
+    client = app.test_client()
+    engine, killed = None, []
+    with app.app_context():
+        engine = db.engine
+
+    def on_rollback(conn):
+        if not killed:
+            killed.append(True)
+            kill(conn)
+
+    before = snapshot_db(app)
+    event.listen(engine, "rollback", on_rollback)
+    try:
+        resp = client.post(f"{CASES}/case-2/restore", json={}, headers=ADMIN)
+    finally:
+        event.remove(engine, "rollback", on_rollback)
+    assert killed, "the refusal was never rolled back"
+    assert resp.status_code == 409, resp.get_data(as_text=True)[:300]
+    assert error_of(resp)["code"] == "case-active"
+    assert snapshot_db(app) == before
+    assert client.get(f"{CASES}?projectId={P1}", headers=ADMIN).status_code == 200
+
+
 # ---------------------------------------------------------------- writers at once
 
 

@@ -248,3 +248,30 @@ def test_kindgi_tag_grades_only_the_cases_with_the_tag(pytester, monkeypatch, se
     assert "PASSED test_agent.py::test_the_agent[cor-1]" in result.stdout.str()
     run = latest(base)
     assert run["tags"] == ["nothing-else", "smoke"] and run["cases"]["total"] == 1
+
+
+def test_collect_only_lists_the_cases_and_opens_or_finishes_no_run(pytester, monkeypatch, served):
+    """`--collect-only` shows the tests a run would make and changes nothing on the server: a
+    run opened for it and finished with every case a no-result error would count as a failure
+    in every case's record. Resuming a run, it lists the cases still awaited and leaves it open."""
+    base, ids = served
+    before = newest_id(base)
+    active = {"cor-1", "case-2", ids["A"], ids["B"]}
+    result = run_suite(pytester, monkeypatch, base, ids, "--kindgi-candidate", "9.9.9",
+                       "--collect-only", "-q")  # fmt: skip
+    assert result.ret == pytest.ExitCode.OK
+    listed = {line.split("[", 1)[1][:-1] for line in result.outlines if "test_the_agent[" in line}
+    assert listed == active
+    assert "no test run was opened; the set's 4 active cases" in result.stdout.str()
+    assert newest_id(base) == before
+    with Client(base, "kgi_admin") as kg:
+        run = kg.start_test_run(AGENT, P1, "9.9.8")
+        kg.send_results(AGENT, run["id"], [{"caseId": "cor-1", "output": {}, "calls": []}])
+    resumed = run_suite(pytester, monkeypatch, base, ids, "--kindgi-resume", run["id"],
+                        "--collect-only", "-q")  # fmt: skip
+    assert resumed.ret == pytest.ExitCode.OK
+    listed = {line.split("[", 1)[1][:-1] for line in resumed.outlines if "test_the_agent[" in line}
+    assert listed == active - {"cor-1"}
+    with Client(base, "kgi_admin") as kg:
+        still = kg.test_run(AGENT, run["id"])
+    assert still["status"] == "open" and still["cases"]["awaiting"] == 3

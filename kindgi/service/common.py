@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from flask import current_app
+from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from .. import judge
@@ -108,6 +109,14 @@ class Queue(Protocol):
 def task_queue() -> Queue:
     """The app's task queue."""
     return current_app.extensions[QUEUE]
+
+
+def take_turns(key: str) -> None:
+    """Wait for the other transactions that took `key`, and hold it to this one's end: for a
+    read-then-write that two requests must not interleave. On PostgreSQL an advisory lock;
+    SQLite's writers take turns anyway."""
+    if dialect() == "postgresql":
+        sql().execute(select(func.pg_advisory_xact_lock(func.hashtext(key))))
 
 
 def bulk() -> None:

@@ -16,7 +16,7 @@ from flask import current_app
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..database import db
+from ..database import abandon, db
 from ..errors import Unauthenticated
 from ..models import JudgeQuestion
 from .common import judge_settings, task_queue
@@ -39,14 +39,14 @@ def readiness() -> dict[str, str]:
     try:
         db.session.execute(text("SELECT 1"))
     except SQLAlchemyError as exc:
-        db.session.rollback()
+        abandon()
         log.warning("the database is unreachable: %s", type(exc).__name__)
         return {"database": "unreachable", "schema": "unknown"}
     checks["database"] = "ok"
     try:
         at = db.session.execute(text("SELECT version_num FROM alembic_version")).scalar()
     except SQLAlchemyError:
-        db.session.rollback()
+        abandon()
         at = None
     checks["schema"] = "ok" if at == newest else f"at {at or 'no migration'}, needs {newest}"
     if judge_settings() is not None:

@@ -17,7 +17,7 @@ from .. import telemetry
 from ..database import db, on_its_own
 from ..errors import AgentNotFound, NotFound, TooManyAttempts, Unauthenticated, bad_input
 from ..models import Agent, LoginFailure, Service, Token, User
-from .common import clock, dialect, new_id, sql
+from .common import clock, new_id, sql, take_turns
 from .paging import Page, keyset_page, newest_first
 
 TOKEN_PREFIX = "kgi_"
@@ -148,8 +148,7 @@ def sign_in(email: str, password: str) -> Principal | None:
     key = hash_secret("login\0" + email)
     now = clock()
     with on_its_own():  # the try is counted, and the lock released, before the slow check
-        if dialect() == "postgresql":  # SQLite: the write lock serializes
-            db.session.execute(select(func.pg_advisory_xact_lock(func.hashtext(key))))
+        take_turns(key)
         failures = db.session.scalar(
             select(func.count()).where(
                 LoginFailure.email_key == key, LoginFailure.at > now - LOGIN_WINDOW

@@ -19,7 +19,7 @@ from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.orm.attributes import flag_modified
 
 from .. import grading, judge, telemetry
-from ..database import after_commit, db, on_its_own, set_writing
+from ..database import abandon, after_commit, db, on_its_own, set_writing
 from ..models import JudgeQuestion, JudgeVerdict, RunCase, TestRun
 from .common import clock, dialect, insert_for, judge_settings, sql, task_queue
 from .test_runs import settle
@@ -240,6 +240,6 @@ def requeue(*, leased_too: bool = False) -> int:
             or_(JudgeQuestion.lease_until.is_(None), JudgeQuestion.lease_until <= clock())
         )
     waiting = list(db.session.scalars(query))
-    db.session.rollback()
+    abandon()
     task_queue().enqueue(waiting)
     return len(waiting)

@@ -27,7 +27,7 @@ from sqlalchemy import Connection, Select, delete, select, text
 from ..database import db
 from ..models import CaseRecord, RunCase, TestRun
 from . import cases as case_service  # a module: cases reaches this one through test_runs
-from .common import bulk, insert_rows, sql, sqlite_time
+from .common import bulk, insert_rows, sql, sqlite_time, take_turns
 from .identity import Principal
 
 WINDOW = 50
@@ -195,8 +195,11 @@ def _settled(row: dict[str, Any]) -> dict[str, Any]:
 def run_done(run: TestRun) -> None:
     """A full run is done: bring its cases' records up to date, and those of the run it pushed
     out of the window, inside the database (`_RunEnd`): a few set-based statements, whatever
-    the number of cases."""
+    the number of cases. Two runs of a set that end at once take turns, the second counting the
+    first's records: else each adds its outcomes to the records as they were, and one run's are
+    lost."""
     conn = sql()
+    take_turns(f"records:{run.agent_pk}:{run.project_id}")
     bulk()  # a full run of a large set rewrites as many records
     window = _window(conn, run.agent_pk, run.project_id, WINDOW + 1)
     pushed = window[WINDOW:]

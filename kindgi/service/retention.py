@@ -20,7 +20,7 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import bindparam, delete, exists, false, select, tuple_
 
-from ..database import commit, db, set_writing
+from ..database import abandon, commit, db, set_writing
 from ..models import AgentProject, Case, Run
 from .common import clock, dialect, sql
 from .traces import delete_expired_held_spans
@@ -108,7 +108,7 @@ def prune_runs(days: int | None = None, batch: int = BATCH) -> Pruned:
         }
         while True:
             doomed = sql().execute(_DOOMED, params).all()
-            db.session.rollback()  # the read's own transaction ends: no lock is kept
+            abandon()  # the read's own transaction ends: no lock is kept
             if not doomed:
                 break
             params["after_at"], params["after_id"] = doomed[-1]

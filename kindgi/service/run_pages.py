@@ -16,11 +16,11 @@ from sqlalchemy.orm import aliased
 
 from ..database import db
 from ..models import AgentProject, Case, RunCase, TestRun
-from .access import grants, readable
+from .access import readable
 from .identity import Principal
 from .paging import Page
 from .results import Comparison, compare, results_of
-from .test_runs import RunView, list_test_runs, run_to_read
+from .test_runs import RunView, list_test_runs, run_and_grants, run_to_read
 from .triage import TriageDone, triage_of
 from .versions import list_versions
 
@@ -56,10 +56,10 @@ def run_page(
 ) -> RunPage:
     """The run page's reads: the run (its tallies), one keyset page of its results, and its
     triage."""
-    agent, run = run_to_read(caller, agent_id, run_id)
+    agent, run, held = run_and_grants(caller, agent_id, run_id)
     page = results_of(caller, run, outcome=outcome, part=part, limit=limit, cursor=cursor)
     found = RunPage(RunView(run, agent.id), page, triage_of(run.id))
-    found.may_publish = grants(caller, agent, run.project_id).may_publish
+    found.may_publish = held.may_publish
     if found.may_publish:
         failing = [row.case_id for row in page.items if row.outcome == "fail"]
         found.retired = _retired(failing)

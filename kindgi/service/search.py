@@ -143,16 +143,16 @@ def document(expect_part: str, run_part: str) -> str:
     """A case's words (without the retire reason's) as the column stores them: its
     expectation's, then its run's (each part's words once; made once for many cases in a bulk
     load), at most MAX_DOCUMENT_CHARS (the words past that left out)."""
-    return _capped(f"{expect_part} {run_part}".strip())
+    return capped(f"{expect_part} {run_part}".strip())
 
 
 def run_document(input_: Any, output: Any) -> str:
     """A run's words as `runs.search_text` stores them: `run_words`, at most
     MAX_DOCUMENT_CHARS."""
-    return _capped(run_words(input_, output))
+    return capped(run_words(input_, output))
 
 
-def _capped(text: str) -> str:
+def capped(text: str) -> str:
     """Words, those past MAX_DOCUMENT_CHARS left out."""
     if len(text) > MAX_DOCUMENT_CHARS:
         text = text[: text.rfind(" ", 0, MAX_DOCUMENT_CHARS + 1)]

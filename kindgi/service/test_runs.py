@@ -25,7 +25,7 @@ from ..errors import (
 from ..grading import CHANGES
 from ..models import Case, CaseTag, RunCase, Snapshot, TestRun, VersionMember
 from . import quick_runs, records
-from .access import AgentRef, find_agent, readable, require, scope
+from .access import AgentRef, Grants, find_agent, grants, readable, require, scope
 from .common import analyze, bulk, clock, judge_settings, new_id, sql
 from .identity import Principal
 from .paging import Page, after_id, id_page, keyset_page, newest_first
@@ -75,10 +75,20 @@ def find_run(caller: Principal, agent: AgentRef, run_id: str, *, lock: bool = Fa
 
 
 def run_to_read(caller: Principal, agent_id: str, run_id: str) -> tuple[AgentRef, TestRun]:
+    agent, run, _ = run_and_grants(caller, agent_id, run_id)
+    return agent, run
+
+
+def run_and_grants(
+    caller: Principal, agent_id: str, run_id: str
+) -> tuple[AgentRef, TestRun, Grants]:
+    """The run, once the caller may read in its project, and the caller's grants there (a page
+    that offers changes asks them once)."""
     agent = find_agent(caller, agent_id)
     run = find_run(caller, agent, run_id)
-    require(caller, "read", agent, run.project_id)
-    return agent, run
+    held = grants(caller, agent, run.project_id)
+    held.require("read", agent, run.project_id)
+    return agent, run, held
 
 
 def run_to_change(caller: Principal, agent_id: str, run_id: str) -> tuple[AgentRef, TestRun]:
