@@ -186,7 +186,8 @@ POSITIVE = DataGenerationMethod.positive
 # CorrectionBody._rules as the combinations of fields they allow, for drawing bodies that pass
 # them (random ones rarely do). Each part of a verdict, and what it may hold: no decisions, or
 # `decisions: "right"` alone, or `"wrong"` with a call to make or one not to make (shouldCall and
-# mustNotCall only with it; SOME is a list of one or more, NONE the empty one); no answer, or
+# mustNotCall only with it, exactly only with a call to make; SOME is a list of one or more, NONE
+# the empty one); no answer, or
 # `answer: "right"` with or without why, or `"wrong"` with shouldSay or why or both (shouldSay only
 # with it, why only with an answer); items or none. A verdict has at least one of the three. (A
 # plain list, drawn from directly: the same rules as JSON Schema if/then/else took hypothesis-
@@ -196,9 +197,11 @@ ANY, SOME, NONE = "any", "some", "none"
 DECISIONS: list[dict[str, str]] = [
     {},
     {"decisions": "right"},
-    {"decisions": "wrong", "shouldCall": SOME},
-    {"decisions": "wrong", "shouldCall": SOME, "mustNotCall": NONE},
-    {"decisions": "wrong", "shouldCall": SOME, "mustNotCall": SOME},
+    *(
+        {"decisions": "wrong", "shouldCall": SOME, **banned, **exactly}
+        for banned in ({}, {"mustNotCall": NONE}, {"mustNotCall": SOME})
+        for exactly in ({}, {"exactly": ANY})
+    ),
     {"decisions": "wrong", "mustNotCall": SOME},
     {"decisions": "wrong", "shouldCall": NONE, "mustNotCall": SOME},
 ]
