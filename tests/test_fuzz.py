@@ -34,6 +34,7 @@ import hypothesis
 import jsonschema
 import pytest
 import schemathesis
+import schemathesis._hypothesis as schemathesis_hypothesis
 from conftest import AGENT, MULTI, P1, P2, P3, PG, TOKENS, Api
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -86,7 +87,51 @@ def _memoise_hypothesis_jsonschema() -> None:
     setattr(_from_schema, "__from_schema", from_schema_once)
 
 
+class _CoverageWhenRun(list):
+    """A test's explicit examples, its coverage phase's cases added the first time hypothesis
+    reads them: when the test runs."""
+
+    def __init__(self, examples: list[Any], cover: Any) -> None:
+        super().__init__(examples)
+        self.cover = cover
+
+    def _covered(self) -> None:
+        cover, self.cover = self.cover, None
+        if cover is not None:
+            cover()
+
+    def __iter__(self):
+        self._covered()
+        return super().__iter__()
+
+    def __reversed__(self):
+        self._covered()
+        return super().__reversed__()
+
+    def __len__(self) -> int:
+        self._covered()
+        return super().__len__()
+
+
+def _cover_operations_when_run() -> None:
+    """Make schemathesis build an operation's coverage cases when its test runs, not when it is
+    collected: it built every operation's (a few hundred each, drawn and checked against the
+    schema) in every xdist worker, most of each worker's collection, though each operation's
+    test runs in one worker. The cases are made by the same call, in the same order, as the
+    test's explicit examples: what runs is unchanged."""
+    add_coverage = schemathesis_hypothesis.add_coverage
+
+    def add_coverage_when_run(test: Any, *args: Any) -> Any:
+        examples = _CoverageWhenRun(getattr(test, "hypothesis_explicit_examples", []), None)
+        test.hypothesis_explicit_examples = examples
+        examples.cover = lambda: add_coverage(test, *args)  # appends to `examples`
+        return test
+
+    schemathesis_hypothesis.add_coverage = add_coverage_when_run
+
+
 _memoise_hypothesis_jsonschema()
+_cover_operations_when_run()
 OPEN_API_3_1.enable()
 schemathesis.openapi.format("uuid", st.uuids().map(str))
 COVERAGE_PHASE.enable()
@@ -138,36 +183,49 @@ RUN_CASES = ["case-2", "cor-1", "cor-3"]
 POSITIVE = DataGenerationMethod.positive
 
 
+# CorrectionBody._rules as the combinations of fields they allow, for drawing bodies that pass
+# them (random ones rarely do). Each part of a verdict, and what it may hold: no decisions, or
+# `decisions: "right"` alone, or `"wrong"` with a call to make or one not to make (shouldCall and
+# mustNotCall only with it, exactly only with a call to make; SOME is a list of one or more, NONE
+# the empty one); no answer, or
+# `answer: "right"` with or without why, or `"wrong"` with shouldSay or why or both (shouldSay only
+# with it, why only with an answer); items or none. A verdict has at least one of the three. (A
+# plain list, drawn from directly: the same rules as JSON Schema if/then/else took hypothesis-
+# jsonschema seconds to merge and draw from; nor is it in the served document, as schemathesis'
+# coverage phase can't walk it.)
+ANY, SOME, NONE = "any", "some", "none"
+DECISIONS: list[dict[str, str]] = [
+    {},
+    {"decisions": "right"},
+    *(
+        {"decisions": "wrong", "shouldCall": SOME, **banned, **exactly}
+        for banned in ({}, {"mustNotCall": NONE}, {"mustNotCall": SOME})
+        for exactly in ({}, {"exactly": ANY})
+    ),
+    {"decisions": "wrong", "mustNotCall": SOME},
+    {"decisions": "wrong", "shouldCall": NONE, "mustNotCall": SOME},
+]
+ANSWERS: list[dict[str, str]] = [
+    {},
+    {"answer": "right"},
+    {"answer": "right", "why": ANY},
+    {"answer": "wrong", "shouldSay": ANY},
+    {"answer": "wrong", "why": ANY},
+    {"answer": "wrong", "shouldSay": ANY, "why": ANY},
+]
+ITEMS: list[dict[str, str]] = [{}, {"items": ANY}]
+VERDICTS = [
+    {**decisions, **answer, **items}
+    for decisions, answer, items in itertools.product(DECISIONS, ANSWERS, ITEMS)
+    if decisions or answer or items
+]
+VERDICT_FIELDS = {field for verdict in VERDICTS for field in verdict}
+
+
 def _present(*names: str) -> dict[str, Any]:
     return {"required": list(names)}
 
 
-def _is(name: str, value: str) -> dict[str, Any]:
-    return {"required": [name], "properties": {name: {"const": value}}}
-
-
-def _nonempty(name: str) -> dict[str, Any]:
-    return {"required": [name], "properties": {name: {"minItems": 1}}}
-
-
-# CorrectionBody._rules as JSON Schema, for drawing bodies that pass them (random ones rarely
-# do): a verdict at least; `decisions: "wrong"` with a call to make or not, and those lists only
-# with it; `answer: "wrong"` with shouldSay or why, shouldSay only with it, why only with an
-# answer. (Not in the served document: schemathesis' coverage phase can't walk these.)
-VERDICT_RULES: list[dict[str, Any]] = [
-    {"anyOf": [_present("decisions"), _present("answer"), _present("items")]},
-    {
-        "if": _is("decisions", "wrong"),
-        "then": {"anyOf": [_nonempty("shouldCall"), _nonempty("mustNotCall")]},
-        "else": {"not": {"anyOf": [_present("shouldCall"), _present("mustNotCall")]}},
-    },
-    {
-        "if": _is("answer", "wrong"),
-        "then": {"anyOf": [_present("shouldSay"), _present("why")]},
-        "else": {"not": _present("shouldSay")},
-    },
-    {"if": {"not": _present("answer")}, "then": {"not": _present("why")}},
-]
 UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 CALLS = itertools.count()
 ENVELOPE = {"code", "message", "requestId"}
@@ -219,8 +277,8 @@ class CurrentApp:
 CURRENT = CurrentApp()
 ISSUED: set[str] = set()  # every X-Request-Id answered so far
 RAW = _raw_document()
-# ResultIn._rules and ResultsBody's size, likewise: output and calls unless there is an error,
-# and a few results (each gets one of the world's cases, see `_with_world_cases`).
+# ResultIn._rules and ResultsBody's size, as JSON Schema: output and calls unless there is an
+# error, and a few results (each gets one of the world's cases, see `_with_world_cases`).
 RESULT_RULES: list[dict[str, Any]] = [
     {
         "properties": {
@@ -231,20 +289,52 @@ RESULT_RULES: list[dict[str, Any]] = [
         }
     }
 ]
+
+
+def _schema_of(node: dict[str, Any]) -> dict[str, Any]:
+    """A schema of the document, able to resolve its references."""
+    return {**node, "components": RAW["components"]}
+
+
+def _field(body: dict[str, Any], name: str, how: str) -> st.SearchStrategy[Any]:
+    """Values of the body's field `name` as a verdict's part says: the text it names, or any
+    value the document allows (ANY), only non-empty lists (SOME), or the empty list (NONE)."""
+    if how not in (ANY, SOME, NONE):
+        return st.just(how)
+    if how == NONE:
+        return st.just([])
+    field = body["properties"][name]
+    return from_schema(_schema_of({**field, "minItems": 1} if how == SOME else field))
+
+
+def _verdict_bodies(name: str) -> st.SearchStrategy[dict[str, Any]]:
+    """Bodies of the document's schema `name` that follow the verdict rules: its other fields
+    as the document says, and one of VERDICTS' combinations, each field as it says."""
+    body = RAW["components"]["schemas"][name]
+    others = {k: v for k, v in body["properties"].items() if k not in VERDICT_FIELDS}
+    rest = from_schema(_schema_of({**body, "properties": others}))
+    verdicts = st.sampled_from(VERDICTS).flatmap(
+        lambda verdict: st.fixed_dictionaries(
+            {field: _field(body, field, how) for field, how in verdict.items()}
+        )
+    )
+    return st.builds(lambda rest, verdict: {**rest, **verdict}, rest, verdicts)
+
+
+# Drawn only by the worker that fuzzes the operation (building a strategy takes seconds).
 RULED = {
-    f"POST {path}": from_schema(
-        {
-            **RAW["components"]["schemas"][name],
-            "allOf": rules,
-            "components": RAW["components"],
-        }
-    )
-    for path, name, rules in (
-        ("/v1/agents/{agentId}/test-set/cases", "AddCaseBody", VERDICT_RULES),
-        ("/v1/agents/{agentId}/runs/{runId}/corrections", "RecordCorrectionBody", VERDICT_RULES),
-        ("/v1/agents/{agentId}/test-set/cases/{caseId}/revise", "ReviseBody", VERDICT_RULES),
-        ("/v1/agents/{agentId}/test-runs/{runId}/results", "ResultsBody", RESULT_RULES),
-    )
+    "POST /v1/agents/{agentId}/test-set/cases": st.deferred(lambda: _verdict_bodies("AddCaseBody")),
+    "POST /v1/agents/{agentId}/runs/{runId}/corrections": st.deferred(
+        lambda: _verdict_bodies("RecordCorrectionBody")
+    ),
+    "POST /v1/agents/{agentId}/test-set/cases/{caseId}/revise": st.deferred(
+        lambda: _verdict_bodies("ReviseBody")
+    ),
+    "POST /v1/agents/{agentId}/test-runs/{runId}/results": st.deferred(
+        lambda: from_schema(
+            _schema_of({**RAW["components"]["schemas"]["ResultsBody"], "allOf": RESULT_RULES})
+        )
+    ),
 }
 schema = schemathesis.from_dict(
     RAW,
