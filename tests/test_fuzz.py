@@ -40,6 +40,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis_jsonschema import _canonicalise, _from_schema, from_schema
 from hypothesis_jsonschema._encode import encode_canonical_json
+from jsonschema import validators
 from schemathesis.checks import ALL_CHECKS
 from schemathesis.experimental import COVERAGE_PHASE, OPEN_API_3_1
 from schemathesis.generation import DataGenerationMethod, GenerationConfig, coverage
@@ -130,7 +131,29 @@ def _cover_operations_when_run() -> None:
     schemathesis_hypothesis.add_coverage = add_coverage_when_run
 
 
+def _walk_each_document_once() -> None:
+    """Make jsonschema's `$ref` resolver walk a document for its `$id`s and anchors once, not
+    once per resolver.
+
+    The walk is cached per resolver (an `lru_cache` on the method), and schemathesis makes a
+    resolver for every answer it checks: listing cases' coverage phase walked the whole OpenAPI
+    document 34,080 times for its 8,530 answers, about half the fuzzing's time. The walk is a
+    pure function of the document (kept here, so its id stays its own), which nothing here
+    changes; what is resolved, and every check, is unchanged."""
+    walk = validators._RefResolver._get_subschemas_cache.__wrapped__
+    walked: dict[int, tuple[Any, Any]] = {}
+
+    def walk_once(resolver: Any) -> Any:
+        key = id(resolver.referrer)
+        if key not in walked:
+            walked[key] = (resolver.referrer, walk(resolver))
+        return walked[key][1]
+
+    validators._RefResolver._get_subschemas_cache = walk_once
+
+
 _memoise_hypothesis_jsonschema()
+_walk_each_document_once()
 _cover_operations_when_run()
 OPEN_API_3_1.enable()
 schemathesis.openapi.format("uuid", st.uuids().map(str))
