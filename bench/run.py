@@ -1726,6 +1726,32 @@ def run_quick_scale(engine: str, args: argparse.Namespace, results: Results) -> 
         time_at_scale(db, creds["token"], results)
 
 
+def answered(session: Any, run: Any, percent: int) -> dict[str, Any]:
+    """A full run's every case answered in place, as sending its results would leave it: about
+    `percent` % failing (chosen by their ids' CRC, so the same cases each time), the rest
+    passing; the tallies to settle it with."""
+    import zlib
+
+    from sqlalchemy import select, update
+
+    from kindgi.models import RunCase
+    from kindgi.service.test_runs import new_tallies
+
+    ids = session.scalars(select(RunCase.case_id).where(RunCase.run_pk == run.pk))
+    failing = [c for c in ids if zlib.crc32(c.encode()) % 100 < percent]
+    session.execute(update(RunCase).where(RunCase.run_pk == run.pk).values(outcome="pass"))
+    for at in range(0, len(failing), 500):
+        session.execute(
+            update(RunCase)
+            .where(RunCase.run_pk == run.pk, RunCase.case_id.in_(failing[at : at + 500]))
+            .values(outcome="fail")
+        )
+    tallies = new_tallies(run.tallies["cases"]["total"])
+    total = tallies["cases"]["total"]
+    tallies["cases"].update(awaiting=0, fail=len(failing), **{"pass": total - len(failing)})
+    return tallies
+
+
 def time_at_scale(db: Database, token: str, results: Results) -> None:
     """On the demo's largest set, in this process through the Flask test client: SCALE_HISTORY
     full runs, each started through the API, its outcomes written by SQL (a case's difficulty
@@ -1733,16 +1759,14 @@ def time_at_scale(db: Database, token: str, results: Results) -> None:
     (`settle`, which rewrites its cases' records: the last one timed); then a quick run of 100
     started through the API and the set's health computed for the first time and read again.
     Each figure: wall seconds, this process's CPU seconds and the SQL statements sent."""
-    import zlib
-
-    from sqlalchemy import event, select, update
+    from sqlalchemy import event, select
 
     from kindgi import create_app
     from kindgi.database import commit, set_writing
     from kindgi.database import db as the_db
-    from kindgi.models import RunCase, TestRun
+    from kindgi.models import TestRun
     from kindgi.service import set_health
-    from kindgi.service.test_runs import new_tallies, settle
+    from kindgi.service.test_runs import settle
 
     # the history's bulk statements may outlast the usual timeout on a busy host: not measured
     config = {"SQLALCHEMY_DATABASE_URI": db.url, "SECRET_KEY": SECRET,
@@ -1777,20 +1801,8 @@ def time_at_scale(db: Database, token: str, results: Results) -> None:
             run_id = started({"candidate": f"scale-{k}"})
             set_writing(True)
             run = the_db.session.scalar(select(TestRun).where(TestRun.id == run_id))
-            ids = the_db.session.scalars(select(RunCase.case_id).where(RunCase.run_pk == run.pk))
-            failing = [c for c in ids if zlib.crc32(c.encode()) % 100 < 20 + 10 * k]
-            the_db.session.execute(
-                update(RunCase).where(RunCase.run_pk == run.pk).values(outcome="pass")
-            )
-            for at in range(0, len(failing), 500):
-                the_db.session.execute(
-                    update(RunCase)
-                    .where(RunCase.run_pk == run.pk, RunCase.case_id.in_(failing[at : at + 500]))
-                    .values(outcome="fail")
-                )
-            tallies = new_tallies(run.tallies["cases"]["total"])
+            tallies = answered(the_db.session, run, 20 + 10 * k)
             total = tallies["cases"]["total"]
-            tallies["cases"].update(awaiting=0, fail=len(failing), **{"pass": total - len(failing)})
             if k < SCALE_HISTORY - 1:
                 settle(run, tallies)
             else:
