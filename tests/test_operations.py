@@ -11,10 +11,12 @@ import csv
 import io
 import json
 import re
+import socket
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -191,9 +193,17 @@ def test_metrics_need_the_metrics_token_once_one_is_set(databases, app):
 def test_metrics_are_summed_over_every_gunicorn_worker(app, tmp_path):
     url = app.config["SQLALCHEMY_DATABASE_URI"]
     with gunicorn_master(url, tmp_path / "g.log", workers=3) as (master, base):
-        with ThreadPoolExecutor(6) as pool:  # at once, so several workers answer
-            answers = list(pool.map(lambda _: requests.get(f"{base}/healthz", timeout=10),
-                                    range(60)))  # fmt: skip
+        # A sync worker answers one connection at a time: the one that takes a request whose
+        # head has not all come waits on it, so the other 59 are answered by other workers
+        # (left to chance, one quick worker may answer them all on a busy machine)
+        held = socket.create_connection((urlsplit(base).hostname, urlsplit(base).port))
+        with held:
+            held.sendall(b"GET /healthz HTTP/1.1\r\nHost: kindgi\r\nConnection: close\r\n")
+            with ThreadPoolExecutor(6) as pool:
+                answers = list(pool.map(lambda _: requests.get(f"{base}/healthz", timeout=60),
+                                        range(59)))  # fmt: skip
+            held.sendall(b"\r\n")
+            assert held.makefile("rb").readline().split()[1] == b"200"
         assert {a.status_code for a in answers} == {200}
         (folder,) = Path(tempfile.gettempdir()).glob(f"kindgi-metrics-{master.pid}-*")
         counted_by = {path.stem.split("_")[-1] for path in folder.glob("counter_*.db")}
