@@ -129,9 +129,9 @@ _INSERT_CASE = Case.__table__.insert()
 
 
 def _snapshot(run: RunRef, now: Any) -> Any:
-    """The run's snapshot content (input, output, calls): read, and only when the run has
-    none yet marked cased and taken first, so a run's later cases send one statement, not
-    three (a snapshot is taken only once its run is marked, so the mark is there already)."""
+    """The run's snapshot content (input, output, calls). Its first case marks the run and
+    takes it; a later case only reads it, one statement instead of three (a snapshot is taken
+    only with its run's mark, so a run that has one is marked already)."""
     snapshot = sql().execute(_SNAPSHOT_CONTENT, {"run": run.id}).first()
     if snapshot is not None:
         return snapshot
