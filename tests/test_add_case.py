@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import rfc8785
 from conftest import AGENT, MULTI, P1, P2, P3, TOKENS, WORLD, error_of, ok
+from test_run_pages import statements
 
 PARROT = "🦜"  # one code point, two UTF-16 units, four UTF-8 bytes
 RUN_1 = next(run for run in WORLD["runs"] if run["id"] == "run-1")
@@ -460,6 +461,23 @@ def test_the_first_case_of_a_run_stores_its_snapshot_and_later_cases_share_it(ap
     shown = [api.get(f"{cases_url()}/{c['id']}").get_json() for c in (first, second)]
     assert content(shown[0]["snapshot"]) == content(fresh_run)
     assert shown[1]["snapshot"] == shown[0]["snapshot"]
+
+
+def test_only_a_runs_first_case_marks_it_and_takes_its_snapshot(app, api, add, fresh_run):
+    """A later case reads the snapshot its run has: it sends neither the mark nor the
+    snapshot's INSERT, which would change nothing (two statements an add, under the lock)."""
+    with statements(app) as first:
+        add(body(fresh_run["id"], answer="right"))
+    with statements(app) as later:
+        add(body(fresh_run["id"], **tools("lookup")))
+
+    def taking(sent: list[str]) -> list[str]:
+        return [s for s in sent if s.startswith(("UPDATE runs", "INSERT INTO snapshots"))]
+
+    assert len(taking(first)) == 2
+    assert taking(later) == []
+    listed = api.get(f"/v1/agents/{AGENT}/runs?projectId={P1}&hasCase=true").get_json()["data"]
+    assert fresh_run["id"] in [run["id"] for run in listed]
 
 
 def test_first_cases_of_a_run_added_at_once_all_succeed_and_share_one_snapshot(app, api, fresh_run):

@@ -125,6 +125,24 @@ _MARK_CASED = (
 )
 
 
+_INSERT_CASE = Case.__table__.insert()
+
+
+def _snapshot(run: RunRef, now: Any) -> Any:
+    """The run's snapshot content (input, output, calls). Its first case marks the run and
+    takes it; a later case only reads it, one statement instead of three (a snapshot is taken
+    only with its run's mark, so a run that has one is marked already)."""
+    snapshot = sql().execute(_SNAPSHOT_CONTENT, {"run": run.id}).first()
+    if snapshot is not None:
+        return snapshot
+    sql().execute(_MARK_CASED, {"run": run.id})
+    sql().execute(_take_snapshot(dialect()), {"run": run.id, "now": now})
+    snapshot = sql().execute(_SNAPSHOT_CONTENT, {"run": run.id}).first()
+    if snapshot is None:  # retention deleted the run since it was read
+        raise RunNotFound()
+    return snapshot
+
+
 def check_items(items: Iterable[dict[str, Any]], output: Any) -> None:
     """Every item's pointer must point at something in the run's output."""
     for index, item in enumerate(items):
@@ -151,11 +169,7 @@ def _new_case(
     outside the session, for its answer. Its columns are the values given here: a column with
     a Python-side default would read None on it, so every caller passes every column it sets."""
     now = clock()
-    sql().execute(_MARK_CASED, {"run": run.id})
-    sql().execute(_take_snapshot(dialect()), {"run": run.id, "now": now})
-    snapshot = sql().execute(_SNAPSHOT_CONTENT, {"run": run.id}).first()
-    if snapshot is None:  # retention deleted the run since it was read
-        raise RunNotFound()
+    snapshot = _snapshot(run, now)
     items = body.get("items", [])
     if any("pointer" in item for item in items):
         check_items(items, snapshot.output)
@@ -179,7 +193,7 @@ def _new_case(
         **stance.columns(expect, snapshot.input, snapshot.calls),
         **kw,
     }
-    sql().execute(Case.__table__.insert(), values)
+    sql().execute(_INSERT_CASE, values)
     search.note_tools(
         [
             {"agent_pk": agent.pk, "project_id": run.project_id, "tool": t}
@@ -224,7 +238,7 @@ def _duplicates(case: Case) -> list[str]:
     for equal JSON values), read down `ix_cases_run_expect` in order, so a run with thousands
     of cases of one expectation costs an add a hundred index entries, no expectation."""
     found = {"run": case.run_id, "key": case.expect_key, "case": case.id}
-    return list(sql().scalars(_SAME_RUN, found))
+    return sql().scalars(_SAME_RUN, found).all()  # fetched at once, not row by row
 
 
 def record_correction(caller: Principal, agent_id: str, run_id: str, body: dict[str, Any]) -> Case:
