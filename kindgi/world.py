@@ -71,7 +71,7 @@ def _time(value: Any, where: Where) -> datetime:
 
 # A case as its entry gives it: when it was added, its id, its run's id and its row as the
 # driver takes it (`_Loader._case_row`); stored in the order of the first two
-Added = tuple[datetime, str, str, tuple[Any, ...]]
+_Added = tuple[datetime, str, str, tuple[Any, ...]]
 _added = operator.itemgetter(0, 1)
 
 
@@ -135,10 +135,10 @@ class _CaseColumns(NamedTuple):
     stance: tuple[Any, ...]
 
 
-Row = dict[str, Any] | tuple[Any, ...]  # a row by column name, or the driver's (`_bulk`)
+_Row = dict[str, Any] | tuple[Any, ...]  # a row by column name, or the driver's (`_bulk`)
 
 
-def _bulk(model: type, rows: Iterable[Row], *, made: bool = False) -> int:
+def _bulk(model: type, rows: Iterable[_Row], *, made: bool = False) -> int:
     """Insert rows in batches straight through the driver: executemany on SQLite, one COPY on
     PostgreSQL.
 
@@ -166,7 +166,7 @@ def _bulk(model: type, rows: Iterable[Row], *, made: bool = False) -> int:
     return count
 
 
-def _converted(rows: Iterable[Row], table: Any, dialect: Any) -> Iterator[list[Any]]:
+def _converted(rows: Iterable[_Row], table: Any, dialect: Any) -> Iterator[list[Any]]:
     """Rows by column name as the driver takes them: a list of values in column order."""
     values = operator.itemgetter(*(c.name for c in table.columns))
     converters = [
@@ -249,6 +249,7 @@ def _time_text(process: Callable[[Any], Any], last: list[Any]) -> Callable[[Any]
 
 
 def _as_is(value: Any) -> Any:
+    """A value the driver takes as it is."""
     return value
 
 
@@ -686,7 +687,7 @@ class _Loader:
     def _case_row(
         self, where: Where, e: dict[str, Any], kind: str, status: str | None,
         group_id: str | None, expert: bool,
-    ) -> Added:  # fmt: skip
+    ) -> _Added:  # fmt: skip
         """A case entry's row, in the columns' order with the driver's values: made so, not by
         name and converted after, a tenth of a million-case load's time."""
         _need(e, where, "id", "run", "by", "at")
@@ -716,7 +717,7 @@ class _Loader:
         )  # fmt: skip
         return at, e["id"], run["id"], row
 
-    def _corrections(self) -> Iterable[Added]:
+    def _corrections(self) -> Iterable[_Added]:
         for where, c in self.entries("corrections"):
             status = c.get("status", "open")
             if status not in CORRECTION_STATUSES:
@@ -728,13 +729,13 @@ class _Loader:
             restricted = c.get("restricted", group.restricted if group else False)
             yield self._case_row(where, c, "correction", status, group_id, bool(restricted))
 
-    def _hand_cases(self) -> Iterable[Added]:
+    def _hand_cases(self) -> Iterable[_Added]:
         for where, c in self.entries("cases"):
             if not str(c.get("id", "")).startswith("case-"):
                 raise WorldError(f"{where}: a hand case's id starts with case-")
             yield self._case_row(where, c, "hand", None, None, True)
 
-    def _noting_first(self, cases: Iterable[Added]) -> Iterable[tuple[Any, ...]]:
+    def _noting_first(self, cases: Iterable[_Added]) -> Iterable[tuple[Any, ...]]:
         """Pass case rows on, noting when each run's first one was added: its snapshot's time."""
         first = self.first_case
         for at, _, run_id, row in cases:
