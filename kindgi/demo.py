@@ -137,26 +137,33 @@ def world(
     corrections, hand = [], []
     extras = 0
     after = [timedelta(minutes=5, milliseconds=ms) for ms in range(997)]  # made once, not 1M times
+    draw, half, n_finished, experts = rng.random, total // 2, len(finished), AGENTS[0][0]
     for i in range(total):
         # The won't-fix and removed ones are spread evenly through time, as they happen: all
         # at the newest end, they made every newest-first query step over them first.
-        is_case = ((i + 1) * extra + total // 2) // total == extras
+        is_case = ((i + 1) * extra + half) // total == extras
         extras += not is_case
-        run = finished[i * len(finished) // total]
+        run = finished[i * n_finished // total]
         added = run["at"] + after[i % 997]
-        r = rng.random()
+        r = draw()
+        # each entry made whole at once: grown after, its dict was resized (0.1 s of a million)
         if is_case and r > 0.7:
-            entry: dict[str, Any] = {"id": f"case-{i:012d}", "body": hand_bodies[i % 97]}
+            entry: dict[str, Any] = {
+                "id": f"case-{i:012d}", "body": hand_bodies[i % 97], "run": run["id"],
+                "by": USER, "at": added,
+            }  # fmt: skip
             hand.append(entry)
         else:
             entry = {
                 "id": f"cor-{i:012d}",
                 "body": correction_bodies[i % 101],
                 "status": statuses[i % 5] if is_case else ("wont-fix", "removed")[extras % 2],
-                "group": "grp-experts" if run["agent"] == AGENTS[0][0] and r < 0.2 else None,
+                "group": "grp-experts" if run["agent"] == experts and r < 0.2 else None,
+                "run": run["id"],
+                "by": USER,
+                "at": added,
             }
             corrections.append(entry)
-        entry["run"], entry["by"], entry["at"] = run["id"], USER, added
         if is_case and r < 0.08:
             entry["retired"] = {"reason": REASONS[i % len(REASONS)], "by": USER, "at": added}
     return {

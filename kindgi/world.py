@@ -69,8 +69,10 @@ def _time(value: Any, where: Where) -> datetime:
         raise WorldError(f"{where}: a time outside the years 1 to 9999 in UTC: {value!r}") from None
 
 
-def _added(case: dict[str, Any]) -> tuple[datetime, str]:
-    return case["added_at"], case["id"]
+# A case as its entry gives it: when it was added, its id, its run's id and its row as the
+# driver takes it (`_Loader._case_row`); stored in the order of the first two
+_Added = tuple[datetime, str, str, tuple[Any, ...]]
+_added = operator.itemgetter(0, 1)
 
 
 def _need(entry: dict[str, Any], where: Where, *names: str) -> None:
@@ -121,60 +123,68 @@ class _Content(NamedTuple):
     words: str
 
 
-# A case's columns as it is first made, unless its entry says otherwise
-_CASE_AT_FIRST = {
-    "revision": 1,
-    "tags": None,
-    "status": None,
-    "group_id": None,
-    "retired_reason": None,
-    "retired_words": None,
-    "retired_by_kind": None,
-    "retired_by_id": None,
-    "retired_at": None,
-    "retired_from_test_run": None,
-}
 CASE_COLUMNS = 100_000  # the cases' columns kept for the cases after (`_Loader.case_columns`)
 
 
-def _bulk(model: type, rows: Iterable[dict[str, Any]]) -> int:
+class _CaseColumns(NamedTuple):
+    """A case's columns its expectation and its run's content give, as the driver takes them:
+    its expectation's JSON, its words and its stance (parts to expect_key, in column order)."""
+
+    expect: str
+    search_text: str
+    stance: tuple[Any, ...]
+
+
+_Row = dict[str, Any] | tuple[Any, ...]  # a row by column name, or the driver's (`_bulk`)
+
+
+def _bulk(model: type, rows: Iterable[_Row], *, made: bool = False) -> int:
     """Insert rows in batches straight through the driver: executemany on SQLite, one COPY on
     PostgreSQL.
 
     Each value is converted as SQLAlchemy would convert it (its type's bind processor), but JSON
     is serialised here once per object, since the demo shares a few hundred body objects among
     a million cases. SQLAlchemy's per-row parameter handling was most of a big load's time.
+    `made` rows are tuples in column order already converted (`_driver_values`): the cases',
+    whose conversion afterwards, a dict a row, was a tenth of a million-case load.
     On PostgreSQL the rows of all batches go through one COPY, so the server stores a batch
     while the next is made (a COPY a batch made each wait for the other: half a million-case
     load's time): once the first batch is made, making rows must not query the database.
     """
     table = model.__table__
     conn = db.session.connection()
-    dialect = conn.dialect
-    values = operator.itemgetter(*(c.name for c in table.columns))
-    last_time: list[Any] = [None, None]  # shared by the table's times (see `_time_text`)
-    converters = [
-        (i, convert)
-        for i, column in enumerate(table.columns)
-        if (convert := _converter(column.type, dialect, last_time)) is not None
-    ]
+    pending = iter(rows) if made else _converted(rows, table, conn.dialect)
 
-    def batches() -> Iterator[list[list[Any]]]:
-        pending = iter(rows)
+    def batches() -> Iterator[list[Any]]:
         while batch := list(itertools.islice(pending, BATCH)):
-            tuples = []
-            for row in batch:
-                out = list(values(row))
-                for i, convert in converters:
-                    out[i] = convert(out[i])
-                tuples.append(out)
-            yield tuples
+            yield batch
 
-    write = _copy if dialect.name == "postgresql" else _executemany
+    write = _copy if conn.dialect.name == "postgresql" else _executemany
     with _foreign_keys_checked_after(conn, table):
         count = write(conn, table, batches())
     analyze(table, count)  # the planner's statistics (a search's word frequencies among them)
     return count
+
+
+def _converted(rows: Iterable[_Row], table: Any, dialect: Any) -> Iterator[list[Any]]:
+    """Rows by column name as the driver takes them: a list of values in column order."""
+    values = operator.itemgetter(*(c.name for c in table.columns))
+    converters = [
+        (i, convert)
+        for i, convert in enumerate(_driver_values(table, dialect))
+        if convert is not None
+    ]
+    for row in rows:
+        out = list(values(row))
+        for i, convert in converters:
+            out[i] = convert(out[i])
+        yield out
+
+
+def _driver_values(table: Any, dialect: Any) -> list[Callable[[Any], Any] | None]:
+    """How each of a table's columns' Python value becomes the driver's (None: as it is)."""
+    last_time: list[Any] = [None, None]  # shared by the table's times (see `_time_text`)
+    return [_converter(c.type, dialect, last_time) for c in table.columns]
 
 
 @contextmanager
@@ -238,6 +248,11 @@ def _time_text(process: Callable[[Any], Any], last: list[Any]) -> Callable[[Any]
     return convert
 
 
+def _as_is(value: Any) -> Any:
+    """A value the driver takes as it is."""
+    return value
+
+
 def _json_text(none: str | None) -> Callable[[Any], Any]:
     """JSON text of a value, made once per object; None is JSON null, as SQLAlchemy stores it."""
     made: dict[int, tuple[Any, str]] = {}
@@ -253,7 +268,7 @@ def _json_text(none: str | None) -> Callable[[Any], Any]:
     return convert
 
 
-def _executemany(conn: Any, table: Any, batches: Iterator[list[list[Any]]]) -> int:
+def _executemany(conn: Any, table: Any, batches: Iterator[list[Any]]) -> int:
     names = ", ".join(conn.dialect.identifier_preparer.quote(c.name) for c in table.columns)
     marks = ", ".join("?" for _ in table.columns)
     count = 0
@@ -267,7 +282,7 @@ def _executemany(conn: Any, table: Any, batches: Iterator[list[list[Any]]]) -> i
     return count
 
 
-def _copy(conn: Any, table: Any, batches: Iterator[list[list[Any]]]) -> int:
+def _copy(conn: Any, table: Any, batches: Iterator[list[Any]]) -> int:
     """The batches through one COPY, opened once the first is made (making it may query)."""
     first = next(batches, None)
     if first is None:
@@ -317,10 +332,15 @@ class _Loader:
         self.contents: dict[tuple[int, int, int, int, str], _Content] = {}
         self.said: dict[tuple[int, int], tuple[Any, Any, str, str]] = {}
         self.input_keys: dict[int, tuple[Any, str]] = {}
-        self.made_columns: dict[tuple[int, int], tuple[_Expect, _Content, dict[str, Any]]] = {}
+        self.made_columns: dict[tuple[int, int], tuple[_Expect, _Content, _CaseColumns]] = {}
         self.reasons: dict[str, str | None] = {}  # each retire reason's words
         self.tools: set[tuple[int, str, str]] = set()  # (agent_pk, project_id, tool) named
         self.first_case: dict[str, datetime] = {}  # run id → when its first case was added
+        # each of a case's columns' value as the driver takes it (`_bulk`'s `made` rows)
+        columns = Case.__table__.columns
+        convert = _driver_values(Case.__table__, db.session.get_bind().dialect)
+        self.driver = {c.name: to or _as_is for c, to in zip(columns, convert, strict=True)}
+        self.expert = (self.driver["expert"](False), self.driver["expert"](True))
 
     def entries(self, name: str) -> Iterable[tuple[_Where, dict[str, Any]]]:
         items = self.world.get(name) or []
@@ -330,6 +350,14 @@ class _Loader:
             if not isinstance(entry, dict):
                 raise WorldError(f"{_Where(name, i, entry)}: must be an object")
             yield _Where(name, i, entry), entry
+
+    def listed(self, name: str) -> list[dict[str, Any]]:
+        """The entries all at once where their places aren't needed (a million cases' made for
+        nothing were a second of the demo's load), checked as `entries` checks them."""
+        items = self.world.get(name)
+        if isinstance(items, list) and all(map(isinstance, items, itertools.repeat(dict))):
+            return items
+        return [entry for _, entry in self.entries(name)]
 
     def tenant(self, tenant: Any, where: Where) -> str:
         if tenant not in self.tenants:
@@ -371,8 +399,8 @@ class _Loader:
     def find_stored_runs(self) -> None:
         """The stored runs this world's entries name, read before any is written: rows are
         made while a COPY is open (`_bulk`), when no query can run."""
-        own = {r.get("id") for _, r in self.entries("runs")}
-        named = {r.get("replayOf") for _, r in self.entries("runs")} | self.cased
+        own = {r.get("id") for r in self.listed("runs")}
+        named = {r.get("replayOf") for r in self.listed("runs")} | self.cased
         wanted = sorted(i for i in named - own if isinstance(i, str))
         for first in range(0, len(wanted), 500):
             # the table's columns, not ORM objects: their deferred words were a query a run
@@ -433,23 +461,25 @@ class _Loader:
             run["_content"] = content
         return content
 
-    def case_columns(self, expect: _Expect, content: _Content) -> dict[str, Any]:
+    def case_columns(self, expect: _Expect, content: _Content) -> _CaseColumns:
         """A case's columns its expectation and its run's content give (the expectation, its
-        words and its stance), worked out once for all the cases that share both, so that they
-        share the very objects (whose JSON `_bulk` then writes once, the stance's tool lists
-        among them); the tools the expectation names are noted then, for its agent and project.
-        Past CASE_COLUMNS of them (a world file's cases share few) they are made afresh."""
+        words and its stance) as the driver takes them, worked out once for all the cases that
+        share both (the JSON once for each expectation); the tools the expectation names are
+        noted then, for its agent and project. Past CASE_COLUMNS of them (a world file's cases
+        share few) they are made afresh."""
         ids = (id(expect), id(content))
         made = self.made_columns.get(ids)
         if made is not None and made[0] is expect and made[1] is content:
             return made[2]
         for tool in expect.tools:
             self.tools.add((content.agent_pk, content.project_id, tool))
-        columns = {
-            "expect": expect.expect,
-            "search_text": search.document(expect.words, content.words),
-            **stance.stance(expect.expect, content.input_key, content.calls, expect.own)._asdict(),
-        }
+        driver = self.driver
+        made_stance = stance.stance(expect.expect, content.input_key, content.calls, expect.own)
+        columns = _CaseColumns(
+            driver["expect"](expect.expect),
+            driver["search_text"](search.document(expect.words, content.words)),
+            tuple(driver[name](value) for name, value in made_stance._asdict().items()),
+        )
         if len(self.made_columns) >= CASE_COLUMNS:
             self.made_columns.clear()
         self.made_columns[ids] = (expect, content, columns)
@@ -565,9 +595,7 @@ class _Loader:
             db.session.add(group)
             self.groups[g["id"]] = group
         db.session.flush()
-        self.cased = {
-            entry.get("run") for name in ("corrections", "cases") for _, entry in self.entries(name)
-        }
+        self.cased = {e.get("run") for name in ("corrections", "cases") for e in self.listed(name)}
         self.find_stored_runs()
         with search.indexed_after(search.RUNS):
             counts["runs"] = _bulk(Run, self._runs())
@@ -577,7 +605,7 @@ class _Loader:
             # stored in the order they were added (where each list is in that order), as cases
             # added one by one are: a search on SQLite reads fewer of its matches so
             added = heapq.merge(self._corrections(), self._hand_cases(), key=_added)
-            cases = _bulk(Case, self._noting_first(added))
+            cases = _bulk(Case, self._noting_first(added), made=True)
         counts["snapshots"] = _bulk(Snapshot, self._snapshots())
         self._mark_stored_runs_cased()
         search.note_tools(
@@ -656,46 +684,40 @@ class _Loader:
             self.runs[r["id"]] = row
             yield row
 
-    def _case_row(self, where: Where, e: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    def _case_row(
+        self, where: Where, e: dict[str, Any], kind: str, status: str | None,
+        group_id: str | None, expert: bool,
+    ) -> _Added:  # fmt: skip
+        """A case entry's row, in the columns' order with the driver's values: made so, not by
+        name and converted after, a tenth of a million-case load's time."""
         _need(e, where, "id", "run", "by", "at")
         run = self.run(e["run"], where)
-        kind, tenant = self.principal(e["by"], where)
+        by_kind, tenant = self.principal(e["by"], where)
         if tenant != run["tenant_id"]:
             raise WorldError(f"{where}: {e['by']!r} is not of the run's tenant")
         at = _time(e["at"], where)
-        row = {
-            "id": e["id"],
-            "tenant_id": tenant,
-            "agent_pk": run["agent_pk"],
-            "project_id": run["project_id"],
-            "run_id": run["id"],
-            "made_on": run["version"],
-            "added_by_kind": kind,
-            "added_by_id": e["by"],
-            "added_at": at,
-            "updated_at": at,
-            **self.case_columns(self.expect(e, where), self.content(run)),
-            **_CASE_AT_FIRST,
-            **kw,
-        }
+        columns = self.case_columns(self.expect(e, where), self.content(run))
+        driver = self.driver
+        added = updated = driver["added_at"](at)
+        reason = words = retired_by_kind = retired_by = retired_at = None
         retired = e.get("retired")
         if retired:
             _need(retired, f"{where}.retired", "reason", "by", "at")
-            by_kind, _ = self.principal(retired["by"], f"{where}.retired")
-            reason = retired["reason"]
+            retired_by_kind, _ = self.principal(retired["by"], f"{where}.retired")
+            retired_by, reason = retired["by"], retired["reason"]
             if reason not in self.reasons:
                 self.reasons[reason] = search.reason_words(reason)
-            row.update(
-                retired_reason=reason,
-                retired_words=self.reasons[reason],
-                retired_by_kind=by_kind,
-                retired_by_id=retired["by"],
-                retired_at=_time(retired["at"], where),
-            )
-            row["updated_at"] = row["retired_at"]
-        return row
+            words = self.reasons[reason]
+            retired_at = updated = driver["retired_at"](_time(retired["at"], where))
+        row = (
+            e["id"], tenant, run["agent_pk"], run["project_id"], run["id"], kind, status,
+            group_id, run["version"], columns.expect, 1, None, self.expert[expert], by_kind,
+            e["by"], added, updated, reason, retired_by_kind, retired_by, retired_at, None,
+            columns.search_text, words, *columns.stance,
+        )  # fmt: skip
+        return at, e["id"], run["id"], row
 
-    def _corrections(self) -> Iterable[dict[str, Any]]:
+    def _corrections(self) -> Iterable[_Added]:
         for where, c in self.entries("corrections"):
             status = c.get("status", "open")
             if status not in CORRECTION_STATUSES:
@@ -705,29 +727,21 @@ class _Loader:
             if group_id and group is None:
                 raise WorldError(f"{where}: unknown group {group_id!r}")
             restricted = c.get("restricted", group.restricted if group else False)
-            yield self._case_row(
-                where,
-                c,
-                kind="correction",
-                status=status,
-                group_id=group_id,
-                expert=bool(restricted),
-            )
+            yield self._case_row(where, c, "correction", status, group_id, bool(restricted))
 
-    def _hand_cases(self) -> Iterable[dict[str, Any]]:
+    def _hand_cases(self) -> Iterable[_Added]:
         for where, c in self.entries("cases"):
             if not str(c.get("id", "")).startswith("case-"):
                 raise WorldError(f"{where}: a hand case's id starts with case-")
-            yield self._case_row(where, c, kind="hand", expert=True)
+            yield self._case_row(where, c, "hand", None, None, True)
 
-    def _noting_first(self, cases: Iterable[dict[str, Any]]) -> Iterable[dict[str, Any]]:
+    def _noting_first(self, cases: Iterable[_Added]) -> Iterable[tuple[Any, ...]]:
         """Pass case rows on, noting when each run's first one was added: its snapshot's time."""
         first = self.first_case
-        for case in cases:
-            run_id, at = case["run_id"], case["added_at"]
+        for at, _, run_id, row in cases:
             if run_id not in first or at < first[run_id]:
                 first[run_id] = at
-            yield case
+            yield row
 
     def _mark_stored_runs_cased(self) -> None:
         """Runs stored before this load that its cases were made from: marked so, as the
