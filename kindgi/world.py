@@ -124,6 +124,14 @@ class _Content(NamedTuple):
 
 
 CASE_COLUMNS = 100_000  # the cases' columns kept for the cases after (`_Loader.case_columns`)
+# `_Loader._case_row`'s row, a value a column in this order: held to the table's own when a
+# load starts, so a column added or moved fails every load at once, never shifts values
+_CASE_ROW = (
+    "id", "tenant_id", "agent_pk", "project_id", "run_id", "kind", "status", "group_id",
+    "made_on", "expect", "revision", "tags", "expert", "added_by_kind", "added_by_id",
+    "added_at", "updated_at", "retired_reason", "retired_by_kind", "retired_by_id",
+    "retired_at", "retired_from_test_run", "search_text", "retired_words", *stance.Stance._fields,
+)  # fmt: skip
 
 
 class _CaseColumns(NamedTuple):
@@ -338,6 +346,8 @@ class _Loader:
         self.first_case: dict[str, datetime] = {}  # run id → when its first case was added
         # each of a case's columns' value as the driver takes it (`_bulk`'s `made` rows)
         columns = Case.__table__.columns
+        if tuple(c.name for c in columns) != _CASE_ROW:
+            raise RuntimeError("kindgi.world._CASE_ROW is not the cases table's columns")
         convert = _driver_values(Case.__table__, db.session.get_bind().dialect)
         self.driver = {c.name: to or _as_is for c, to in zip(columns, convert, strict=True)}
         self.expert = (self.driver["expert"](False), self.driver["expert"](True))
