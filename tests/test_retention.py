@@ -203,3 +203,50 @@ def test_a_run_being_made_a_case_while_it_is_pruned_is_spared(app):
     pruning.join(timeout=60)
     assert pruned and pruned[0].runs == 2  # run-erased and run-replay
     assert "run-running" in stored_runs(app)
+
+
+def test_no_batch_rewrites_the_whole_word_index(databases, monkeypatch):
+    """SQLite: a prune's batches each merge a share of FTS5's segments, never the whole index
+    a bulk load left in one segment (migration 0018). With FTS5's crisis merge at its default,
+    every few dozen batches wrote it all again, holding the write lock for that long."""
+    from conftest import app_on
+    from databases import ENGINE
+
+    from kindgi.cli import ensure_schema
+
+    if ENGINE != "sqlite":
+        pytest.skip("PostgreSQL's GIN index is never merged by a delete")
+    with app_on(databases, databases.empty()) as app:
+        with app.app_context():
+            # the index's pages of 100 bytes, not 4,050: 10,000 runs' words then fill nearly
+            # as many pages as a million runs' (4,468), each step of a merge as small a share
+            set_writing(True)
+            ensure_schema()
+            db.session.execute(text(PAGES_OF_100_BYTES))
+            db.session.commit()
+            set_writing(False)
+        made = app.test_cli_runner().invoke(args=["kindgi", "demo", "--cases", "30",
+                                                  "--runs", "10000"])  # fmt: skip
+        assert made.exit_code == 0, made.output
+        written: list[int] = []  # the index's pages each batch wrote
+        own_transaction = retention._in_own_transaction
+
+        def pages() -> dict[int, bytes]:
+            return dict(db.session.execute(text("SELECT id, block FROM run_search_data")).all())
+
+        def counted(delete_some):
+            before = pages()
+            result = own_transaction(delete_some)
+            written.append(sum(before.get(page) != block for page, block in pages().items()))
+            return result
+
+        with app.app_context():
+            index = len(pages())
+            monkeypatch.setattr(retention, "_in_own_transaction", counted)
+            pruned = retention.prune_runs(days=1, batch=10)
+    assert pruned.runs > 9_000 and len(written) > pruned.batches - 10
+    # 41 % of it at most, in one batch; 94 % with crisis merges at FTS5's default
+    assert index > 1_500 and max(written) < index / 2, (max(written), index)
+
+
+PAGES_OF_100_BYTES = "INSERT INTO run_search (run_search, rank) VALUES ('pgsz', 100)"
