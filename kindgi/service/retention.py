@@ -97,8 +97,8 @@ def prune_runs(days: int | None = None, batch: int = BATCH) -> Pruned:
     before = clock() - timedelta(days=retention_days(days))
     pruned = Pruned(before)
     pairs = db.session.execute(select(AgentProject.agent_pk, AgentProject.project_id)).all()
-    for agent_pk, project_id in pairs:
-        params: dict[str, Any] = {
+    behind: list[dict[str, Any]] = [
+        {
             "agent_pk": agent_pk,
             "project_id": project_id,
             "before": before,
@@ -106,15 +106,22 @@ def prune_runs(days: int | None = None, batch: int = BATCH) -> Pruned:
             "after_id": "",
             "limit": batch,
         }
-        while True:
-            doomed = sql().execute(_DOOMED, params).all()
-            abandon()  # the read's own transaction ends: no lock is kept
-            if not doomed:
-                break
-            params["after_at"], params["after_id"] = doomed[-1]
-            deleted, took = _delete([ident for _, ident in doomed], before)
-            pruned.runs += deleted
-            pruned.held_ms.append(took * 1000)
+        for agent_pk, project_id in pairs
+    ]
+    while behind:
+        # The pair furthest behind in time goes next, so the runs go in about the order they
+        # were stored: each page is written once, not once for every pair whose runs share it
+        # (on PostgreSQL a third of the WAL, and of the pages the prune itself must write out)
+        params = min(behind, key=lambda pair: (pair["after_at"], pair["after_id"]))
+        doomed = sql().execute(_DOOMED, params).all()
+        abandon()  # the read's own transaction ends: no lock is kept
+        if not doomed:
+            behind.remove(params)
+            continue
+        params["after_at"], params["after_id"] = doomed[-1]
+        deleted, took = _delete([ident for _, ident in doomed], before)
+        pruned.runs += deleted
+        pruned.held_ms.append(took * 1000)
     while True:  # then the trace spans no run will be made of, or whose run just went
         deleted, took = _in_own_transaction(lambda: delete_expired_held_spans(clock(), batch))
         if not deleted:
