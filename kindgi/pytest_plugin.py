@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -132,13 +133,17 @@ class Session:
         # --collect-only opens no run and finishes none: a run finished with every case a
         # no-result error would count in every case's record as a failure
         self.collecting = bool(config.option.collectonly)
+        # each case as its JSON text, by its id, read only by the test that answers it: a worker
+        # that read them all (9,567) held 70,000 more objects for the garbage collector to go
+        # through, and read the three quarters other workers answer for nothing
+        self.cases: dict[str, str]
         if self.worker:  # the controller opened the run
             self.run_id = config.workerinput["kindgi_run"]  # type: ignore[attr-defined]
             self.cases = json.loads(config.workerinput["kindgi_cases"])  # type: ignore[attr-defined]
             self.grading = config.workerinput["kindgi_grading"]  # type: ignore[attr-defined]
         elif self.collecting and not args.resume:
             self.run_id, self.grading = "", (None, False)
-            self.cases = self._set_now(args)
+            self.cases = _texts(self._set_now(args))
         else:
             run = self.grader.open_run()
             self.run_id = run["id"]
@@ -148,15 +153,14 @@ class Session:
                 case["id"]: case
                 for case in self.client.export(self.agent, run["projectId"], version=run["version"])
             }
-            self.cases = [
+            self.cases = _texts(
                 {
                     **case,
                     "expect": frozen[case["caseId"]]["expect"],
                     "corrected": frozen[case["caseId"]]["calls"] or [],
                 }
                 for case in self.client.cases_to_answer(self.agent, self.run_id, page_size=500)
-            ]
-        self.by_id = {case["caseId"]: case for case in self.cases}
+            )
         self.sender = Sender(lambda batch: self.client.send_results(self.agent, self.run_id, batch))
 
     def _set_now(self, args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -174,20 +178,19 @@ class Session:
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         if "kindgi_case" in metafunc.fixturenames:
-            ids = [case["caseId"] for case in self.cases]
-            metafunc.parametrize("kindgi_case", self.cases, ids=ids, indirect=True)
+            ids = list(self.cases)
+            metafunc.parametrize("kindgi_case", ids, ids=ids, indirect=True)
 
-    def graded(self, result: dict[str, Any]) -> dict[str, Any]:
+    def graded(self, case: Case, result: dict[str, Any]) -> dict[str, Any]:
         """One case's result, queued to be sent, and its grade: reckoned here at once, or, for
         an answer the judge grades, read back once the judge has said (within `--kindgi-wait`),
         the queue sent first."""
-        case = self.by_id[result["caseId"]]
         threshold, judged = self.grading
-        grade = grade_case(case["expect"], case["corrected"], result, threshold, judged)
+        grade = grade_case(case.expect, case.corrected, result, threshold, judged)
         self.sender.add(result)
         if grade.parts.get("answer", {}).get("outcome") != "pending":
             self.sender.send_due()
-            return {"caseId": case["caseId"], "outcome": grade.outcome, "reason": grade.reason,
+            return {"caseId": case.id, "outcome": grade.outcome, "reason": grade.reason,
                     "parts": grade.parts}  # fmt: skip
         self.sender.flush()
         deadline = time.monotonic() + self.wait
@@ -258,6 +261,7 @@ class Case:
         self.session, self.id = session, case["caseId"]
         self.input, self.parts, self.expect = case["input"], case["parts"], case.get("expect")
         self.kind, self.expert = case["kind"], case["expert"]
+        self.corrected = case["corrected"]  # the corrected run's calls, which grading reads
         self.answered = False
 
     def answer(
@@ -274,7 +278,7 @@ class Case:
         if ranked is not None:
             result["ranked"] = ranked
         self.answered = True
-        graded = self.session.graded(sendable(result))
+        graded = self.session.graded(self, sendable(result))
         if graded["outcome"] in ("fail", "error"):
             raise AssertionError(why(graded))
         if graded["outcome"] != "pass":
@@ -288,4 +292,9 @@ def kindgi_case(request: pytest.FixtureRequest) -> Case:
     session = request.config.pluginmanager.get_plugin(PLUGIN)
     if session is None:
         pytest.skip("no Kindgi agent named: pass --kindgi-agent or set KINDGI_AGENT")
-    return Case(session, request.param)
+    return Case(session, json.loads(session.cases[request.param]))
+
+
+def _texts(cases: Iterable[dict[str, Any]]) -> dict[str, str]:
+    """Each case as its JSON text, by its id, in the order given (`Session.cases`)."""
+    return {case["caseId"]: json.dumps(case) for case in cases}

@@ -223,6 +223,15 @@ def test_text_no_database_can_store_in_a_json_body_is_bad_input_never_a_crash(ap
     assert err["code"] == "bad-input" and field in err["details"]["fields"], err
 
 
+def test_text_that_only_looks_like_an_escaped_nul_is_taken_as_it_is(api):
+    """A backslash before `u0000` is plain text: the quick check behind the refusal above takes
+    it for a NUL and leaves it to the full walk, which keeps it."""
+    name = "a\\u0000b"  # six characters between a and b: a backslash, then u0000
+    resp = api.call("POST", "/v1/tokens", json={"name": name})
+    assert resp.status_code == 201, resp.get_data(as_text=True)[:300]
+    assert resp.get_json()["name"] == name
+
+
 ODD_URLS = {
     "an agent id with NUL": f"/v1/agents/acme.dra%00fting/test-set?projectId={P1}",
     "a case id with NUL": f"{CASES}/case-2%00",

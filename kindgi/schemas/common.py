@@ -123,10 +123,26 @@ def nonempty_max(n: int) -> validate.Length:
 
 def _refuse_unstorable(checked: Any, data: Any) -> Any:
     """`data`, unless `checked` (all of it or its known part) holds what no database can store."""
+    if _clearly_storable(checked):
+        return data
     unstorable = _unstorable(checked)
     if unstorable:
         raise ValidationError(unstorable)
     return data
+
+
+def _clearly_storable(data: Any) -> bool:
+    """True when `data` surely holds nothing `_unstorable` names, told at C speed: its JSON text
+    (NaN and infinity refused) has no escaped NUL and encodes as UTF-8 (no lone surrogate).
+    Anything else, a false alarm included (a backslash before `u0000` in text, a value JSON
+    can't write), is left to `_unstorable`'s walk, which names what and where: the walk, in
+    Python, was a third of the CPU a batch of results costs the server."""
+    try:
+        text = json.dumps(data, ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")
+    except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+        return False
+    return "\\u0000" not in text
 
 
 def _unstorable(data: Any, path: str = "") -> dict[str, list[str]]:
