@@ -22,11 +22,12 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import psycopg
 import pytest
 import redis
 import requests
 from conftest import AGENT, P1, Api, app_on, metric, ok
-from databases import write_lock
+from databases import ENGINE, write_lock
 from fake_judge import Reply, fake_judge
 from live import ROOT, free_port
 
@@ -359,3 +360,22 @@ def test_without_a_judge_answers_are_ungraded_and_say_why(api):
     assert "judge" not in after
     shown = ok(api.get(f"{RUNS}/{run['id']}/results/{case}"))
     assert shown["parts"]["answer"] == {"outcome": "ungraded", "reason": "no judge is configured"}
+
+
+@pytest.mark.skipif(ENGINE != "postgresql", reason="PostgreSQL's queue: its tables and NOTIFY")
+def test_a_requests_questions_are_queued_in_one_transaction_on_postgresql(databases):
+    """Each transaction's notification reaches a listener once: one notification for three
+    questions is one transaction (it was a commit, a WAL flush, a question)."""
+    from kindgi import queue
+
+    with app_on(databases, databases.clone(), QUEUE_NAME=f"test-{uuid.uuid4().hex[:12]}") as app:
+        tasks = queue.of(app)
+        storage = tasks.huey.storage
+        with psycopg.connect(storage.dsn, autocommit=True) as listener:
+            listener.execute(f'listen "{storage.channel}"')
+            tasks.enqueue([7, 8, 9])
+            notified = list(listener.notifies(timeout=1))
+        queued = [tasks.huey.deserialize_task(data).args for data in storage.enqueued_items()]
+        storage.close()
+    assert len(notified) == 1
+    assert queued == [(7,), (8,), (9,)]
