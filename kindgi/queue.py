@@ -95,17 +95,38 @@ class TaskQueue:
         effort: a question the queue could not take stays pending, and is queued again when a
         worker starts or each minute."""
         try:
-            for pk in question_pks:
-                if after:
+            if after:
+                for pk in question_pks:
                     self.huey.ask.schedule((pk,), delay=after + 0.5)
-                else:
-                    self.huey.ask(pk)
+            else:
+                put_all(self.huey, [self.huey.ask.s(pk) for pk in question_pks])
         except Exception:  # a queue that is down must not fail the request
             log.exception("could not queue %d judge questions; a worker will", len(question_pks))
 
     def size(self) -> int:
         """Tasks waiting in the queue's storage (which raises when it can't be reached)."""
         return int(self.huey.storage.queue_size())
+
+
+def put_all(huey: Any, tasks: list[Any]) -> None:
+    """Queue `tasks` now. On PostgreSQL in one transaction with one notification: huey's own
+    `enqueue` commits each task on its own (a WAL flush apiece, some 4 ms), which held a
+    results request of 500 answers 2 s past its commit."""
+    from huey import PostgresHuey
+
+    if not tasks:
+        return
+    if not isinstance(huey, PostgresHuey):
+        for task in tasks:
+            huey.enqueue(task)
+        return
+    storage = huey.storage
+    rows = [(storage.name, huey.serialize_task(task), task.priority or 0) for task in tasks]
+    with storage.db(commit=True) as cursor:
+        cursor.executemany(
+            f"insert into {storage.table_task} (queue, data, priority) values (%s, %s, %s)", rows
+        )
+        cursor.execute("select pg_notify(%s, %s)", (storage.channel, ""))
 
 
 def register(app: Flask) -> None:

@@ -22,11 +22,12 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import psycopg
 import pytest
 import redis
 import requests
 from conftest import AGENT, P1, Api, app_on, metric, ok
-from databases import write_lock
+from databases import ENGINE, write_lock
 from fake_judge import Reply, fake_judge
 from live import ROOT, free_port
 
@@ -318,6 +319,31 @@ def test_a_task_that_fails_is_logged_by_its_type_and_place_and_asked_again_later
     assert done["parts"]["answer"]["pass"] == 1
 
 
+@pytest.mark.parametrize("judged", ["database"], indirect=True)
+def test_a_verdict_that_finds_the_database_locked_lands_once_it_is_free(judged):
+    """A finish marking a large run's cases holds the run past the lock timeout: the verdict in
+    hand lands when the lock is let go, not once its question's lease has run out (then asked,
+    and paid, again)."""
+    api, app, fake, ids, start_worker = judged
+    fake.script = lambda body: Reply(verdict="pass", reason="ok", delay=0.5)
+    run = ok(api.post(RUNS, {"projectId": P1, "candidate": "2.0.0"}), 201)
+    answers = [r for r in results(ids, "Clause 9.", "x") if r["caseId"] == ids["RIGHT"]]
+    ok(api.post(f"{RUNS}/{run['id']}/results", {"results": answers}))
+    ok(api.post(f"{RUNS}/{run['id']}/finish", {}))
+    with start_worker(KINDGI_DB_BUSY_TIMEOUT_MS="300") as proc:
+        deadline = time.monotonic() + 20
+        while fake.in_flight == 0:  # leased, and asking
+            assert time.monotonic() < deadline, proc.log_path.read_text()
+            time.sleep(0.02)
+        with write_lock(app.config["SQLALCHEMY_DATABASE_URI"]):
+            while fake.in_flight:
+                time.sleep(0.02)
+            time.sleep(0.5)  # its first landing waits out the lock timeout and fails
+        done = until_done(api, run["id"], seconds=15)
+    assert done["parts"]["answer"]["pass"] == 1 and len(fake.asked) == 1
+    assert "failed" not in proc.log_path.read_text()
+
+
 def test_a_worker_killed_mid_call_leaves_exactly_one_verdict_after_another_asks_again(judged):
     api, app, fake, ids, start_worker = judged
     slow = {"first": True}
@@ -359,3 +385,22 @@ def test_without_a_judge_answers_are_ungraded_and_say_why(api):
     assert "judge" not in after
     shown = ok(api.get(f"{RUNS}/{run['id']}/results/{case}"))
     assert shown["parts"]["answer"] == {"outcome": "ungraded", "reason": "no judge is configured"}
+
+
+@pytest.mark.skipif(ENGINE != "postgresql", reason="PostgreSQL's queue: its tables and NOTIFY")
+def test_a_requests_questions_are_queued_in_one_transaction_on_postgresql(databases):
+    """Each transaction's notification reaches a listener once: one notification for three
+    questions is one transaction (it was a commit, a WAL flush, a question)."""
+    from kindgi import queue
+
+    with app_on(databases, databases.clone(), QUEUE_NAME=f"test-{uuid.uuid4().hex[:12]}") as app:
+        tasks = queue.of(app)
+        storage = tasks.huey.storage
+        with psycopg.connect(storage.dsn, autocommit=True) as listener:
+            listener.execute(f'listen "{storage.channel}"')
+            tasks.enqueue([7, 8, 9])
+            notified = list(listener.notifies(timeout=1))
+        queued = [tasks.huey.deserialize_task(data).args for data in storage.enqueued_items()]
+        storage.close()
+    assert len(notified) == 1
+    assert queued == [(7,), (8,), (9,)]

@@ -19,12 +19,14 @@ from sqlalchemy import bindparam, or_, select, update
 from sqlalchemy.orm.attributes import flag_modified
 
 from .. import grading, judge, telemetry
-from ..database import abandon, after_commit, db, on_its_own, set_writing
+from ..database import abandon, after_commit, db, is_busy, on_its_own, set_writing
+from ..errors import DatabaseBusy
 from ..models import JudgeQuestion, JudgeVerdict, RunCase, TestRun
 from .common import clock, dialect, insert_for, judge_settings, sql, task_queue
 from .test_runs import settle
 
 LANDING_SECONDS = 5  # a lease's margin past the judge's own time, for landing the verdict
+LANDING_TRIES = 4  # landings a verdict gets while the database is busy (each waits out its lock)
 
 
 def lease_seconds(configured: judge.Settings) -> float:
@@ -141,7 +143,21 @@ def ask(question_pk: int) -> None:
         telemetry.JUDGE_CALLS.labels(verdict.outcome).inc()
     else:
         telemetry.JUDGE_CACHE_HITS.inc()
-    land(question_pk, verdict, configured.model)
+    _land_when_free(question_pk, verdict, configured.model)
+
+
+def _land_when_free(question_pk: int, verdict: judge.Verdict, model: str) -> None:
+    """Land the verdict, again while the database is busy: a finish marking a large run's
+    cases holds the run past the lock timeout (seconds at a million cases), and a landing that
+    failed left its question leased, so asked again, and paid again, only once the lease ran
+    out, minutes later. Landing twice is safe: a question with a verdict is left alone."""
+    for tries_left in reversed(range(LANDING_TRIES)):
+        try:
+            land(question_pk, verdict, model)
+            return
+        except Exception as exc:
+            if not tries_left or not (isinstance(exc, DatabaseBusy) or is_busy(exc)):
+                raise
 
 
 def land(question_pk: int, verdict: judge.Verdict, model: str) -> None:
