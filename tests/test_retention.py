@@ -15,10 +15,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from conftest import AGENT, MULTI, P1, P2, P3, ok, sign_in
+from conftest import AGENT, MULTI, P1, P2, P3, app_on, ok, sign_in
+from databases import ENGINE
 from sqlalchemy import select, text
 
 from kindgi import queue
+from kindgi.cli import ensure_schema
 from kindgi.database import db, set_writing
 from kindgi.models import Run, RunTool
 from kindgi.service import retention
@@ -237,11 +239,6 @@ def test_no_batch_rewrites_the_whole_word_index(databases, monkeypatch):
     """SQLite: a prune's batches each merge a share of FTS5's segments, never the whole index
     a bulk load left in one segment (migration 0018). With FTS5's crisis merge at its default,
     every few dozen batches wrote it all again, holding the write lock for that long."""
-    from conftest import app_on
-    from databases import ENGINE
-
-    from kindgi.cli import ensure_schema
-
     if ENGINE != "sqlite":
         pytest.skip("PostgreSQL's GIN index is never merged by a delete")
     with app_on(databases, databases.empty()) as app:
