@@ -171,6 +171,24 @@ def test_a_search_pages_newest_first_and_its_cursor_is_bound_to_its_filters(api,
         assert err["details"]["reason"] == "cursor-mismatch", other
 
 
+
+def test_a_search_pages_through_cases_added_in_one_instant_each_once(
+    api, more_cases, set_clock, how
+):
+    """Cases added in the same instant are one time in the list, told apart by id: a search
+    paged one case at a time finds each once, in the list's order (SQLite's band of rows to
+    gather matches for starts at the position's time, so at rows before the position too)."""
+    set_clock(T0 + timedelta(minutes=2))
+    body = {"runId": more_cases["run"], "answer": "wrong"}
+    url = f"/v1/agents/{AGENT}/test-set/cases"
+    added = [
+        ok(api.post(url, {**body, "shouldSay": f"refund {n}"}, as_="publisher"), 201)["id"]
+        for n in range(4)
+    ]
+    newest_first = [*sorted(added, reverse=True), more_cases["c1"], more_cases["h1"]]
+    assert found(api, q="refund", limit=1) == newest_first
+    assert [i for i in found(api) if i in newest_first] == newest_first
+
 BAD = [
     ("q", ""),
     ("q", "x" * 201),

@@ -41,7 +41,6 @@ from ..grading import PARTS
 from ..models import Case, Run, TestSetTool
 from ..words import distinct, words
 from .common import bulk, dialect, insert_for, sql
-from .paging import past_position
 
 MAX_DOCUMENT_CHARS = 100_000  # a run's output may be large; a tsvector holds at most 1 MB
 
@@ -238,14 +237,16 @@ def window(after: bool, of: Indexed = CASES) -> CTE:
     position `after_at`, `after_id`), as `search_window (lo, hi)`; an empty list's band is
     empty, so every row is looked up among all the matches.
 
-    The band starts at the position's own row, not after it: SQLite's walk visits that row
-    first and checks the search before the position, and a row outside the band gathers all
-    the matches."""
+    The band starts at the position's time, so at the position's own row or a few rows
+    before it (those added in the same instant): SQLite's walk visits that row first and
+    checks the search before the position, and a row outside the band gathers all the
+    matches. By the time alone, not the position (time, id): SQLite checks a row value on
+    every row it walks, and the band's 4,096 rows cost a deep page 70 % more than the first."""
     rows = select(literal_column(f"{of.table}.rowid").label("r")).where(
         of.model.agent_pk == bindparam("agent_pk"), of.model.project_id == bindparam("project_id")
     )
     if after:
-        rows = rows.where(past_position(of.at, of.ident, inclusive=True))
+        rows = rows.where(of.at <= bindparam("after_at", type_=of.at.type))
     rows = rows.order_by(of.at.desc(), of.ident.desc())
     rows = rows.limit(bindparam("search_window")).subquery()
     band = select(
