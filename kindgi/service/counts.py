@@ -11,7 +11,7 @@ from datetime import date, datetime, timedelta
 from functools import cache
 from typing import Any
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import bindparam, func, literal_column, select
 
 from ..database import db
 from ..models import (
@@ -179,7 +179,9 @@ _LAST_ADDED = (
         Case.is_case,
     )
     .order_by(Case.added_at.desc())
-    .limit(1)
+    # written in, not bound: for a bound limit PostgreSQL guesses a tenth of the set read, so
+    # it planned the cases page's counts anew on every request
+    .limit(literal_column("1"))
 )
 # The tallies, each row with when the newest case was added (read once: one statement a page)
 _TOTALS = (
