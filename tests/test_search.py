@@ -171,7 +171,6 @@ def test_a_search_pages_newest_first_and_its_cursor_is_bound_to_its_filters(api,
         assert err["details"]["reason"] == "cursor-mismatch", other
 
 
-
 def test_a_search_pages_through_cases_added_in_one_instant_each_once(
     api, more_cases, set_clock, how
 ):
@@ -188,6 +187,7 @@ def test_a_search_pages_through_cases_added_in_one_instant_each_once(
     newest_first = [*sorted(added, reverse=True), more_cases["c1"], more_cases["h1"]]
     assert found(api, q="refund", limit=1) == newest_first
     assert [i for i in found(api) if i in newest_first] == newest_first
+
 
 BAD = [
     ("q", ""),
