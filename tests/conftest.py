@@ -317,4 +317,5 @@ def how(request, monkeypatch) -> str:
         monkeypatch.setattr(search, "MANY", -1)
     if request.param == NARROW:
         monkeypatch.setattr(search, "WINDOW", 1)
+        monkeypatch.setattr(search, "MARGIN", 0)
     return request.param

@@ -189,6 +189,24 @@ def test_a_search_pages_through_cases_added_in_one_instant_each_once(
     assert [i for i in found(api) if i in newest_first] == newest_first
 
 
+def test_cases_stored_out_of_the_lists_order_are_each_found_in_it(
+    api, more_cases, set_clock, monkeypatch, how
+):
+    """Cases stored in another order than their times (an import, two writers): SQLite's band
+    of rows (two here) then holds other rows than the list's next ones, and every case is
+    still found once, in the list's order."""
+    monkeypatch.setattr(search, "WINDOW", 2)
+    monkeypatch.setattr(search, "MARGIN", 0)
+    body = {"runId": more_cases["run"], "answer": "wrong"}
+    url = f"/v1/agents/{AGENT}/test-set/cases"
+    added = {}
+    for n, minutes in enumerate([10, 5, 20, 2, 15, 30, 3]):
+        set_clock(T0 + timedelta(minutes=minutes))
+        added[minutes] = ok(api.post(url, {**body, "shouldSay": f"refund {n}"}), 201)["id"]
+    by_time = [added[m] for m in sorted(added, reverse=True)]
+    assert found(api, q="refund", limit=2) == [*by_time, more_cases["c1"], more_cases["h1"]]
+
+
 BAD = [
     ("q", ""),
     ("q", "x" * 201),
