@@ -255,7 +255,7 @@ def window(after: bool, of: Indexed = CASES) -> CTE:
         rows = rows.where(of.at <= bindparam("after_at", type_=of.at.type))
     rows = rows.order_by(of.at.desc(), of.ident.desc()).limit(1)
     first = rows.scalar_subquery()  # None for an empty list: then the band is 0 to -1
-    last = func.coalesce(rows.offset(bindparam("search_window")).scalar_subquery(), 0)
+    last = func.coalesce(rows.offset(bindparam("band_last")).scalar_subquery(), 0)
     band = select(  # SQLite's min and max of two values (None if either is)
         func.coalesce(func.min(first, last) - MARGIN, 0).label("lo"),
         func.coalesce(func.max(first, last) + MARGIN, -1).label("hi"),
@@ -323,7 +323,8 @@ def parameters(
 ) -> dict[str, Any]:
     """The values `condition` binds."""
     match = {"match": _terms(dialect_name, q, tools, parts)}
-    return {**match, "search_window": WINDOW - 1} if dialect_name == "sqlite" else match
+    # SQLite's: how far down the list the band's last row is (see `window`)
+    return {**match, "band_last": WINDOW - 1} if dialect_name == "sqlite" else match
 
 
 @cache
