@@ -254,11 +254,17 @@ def window(after: bool, of: Indexed = CASES) -> CTE:
     if after:
         rows = rows.where(of.at <= bindparam("after_at", type_=of.at.type))
     rows = rows.order_by(of.at.desc(), of.ident.desc()).limit(1)
-    first = rows.scalar_subquery()  # None for an empty list: then the band is 0 to -1
-    last = func.coalesce(rows.offset(bindparam("band_last")).scalar_subquery(), 0)
+    ends = (
+        select(
+            rows.scalar_subquery().label("a"),  # None for an empty list: then the band is 0 to -1
+            func.coalesce(rows.offset(bindparam("band_last")).scalar_subquery(), 0).label("b"),
+        )
+        .cte("band_ends")
+        .prefix_with("MATERIALIZED")
+    )  # each end read once, not once a use
     band = select(  # SQLite's min and max of two values (None if either is)
-        func.coalesce(func.min(first, last) - MARGIN, 0).label("lo"),
-        func.coalesce(func.max(first, last) + MARGIN, -1).label("hi"),
+        func.coalesce(func.min(ends.c.a, ends.c.b) - MARGIN, 0).label("lo"),
+        func.coalesce(func.max(ends.c.a, ends.c.b) + MARGIN, -1).label("hi"),
     )
     return band.cte("search_window")
 
