@@ -60,7 +60,7 @@ def test_the_bench_smoke_run_writes_a_table_of_every_measure(tmp_path):
     command += ["--out", str(out), "--workdir", str(tmp_path)]
     if engine == "postgresql":
         command += ["--postgres", server]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = _run(command)
     assert done.returncode == 0, done.stderr[-4000:]
     table = out.read_text()
     assert table.strip() in done.stdout  # printed as well as written
@@ -69,3 +69,19 @@ def test_the_bench_smoke_run_writes_a_table_of_every_measure(tmp_path):
         assert rows, f"no row for {measure}:\n{table}"
         assert "| 1,000 |" in rows[0], rows[0]
     assert "| errors |" in table and "## Commands" in table
+
+
+def _run(command: list[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """The bench run to its end; past `timeout` stopped as Ctrl-C would (its servers stopped,
+    its databases dropped, not left to slow the rest of the suite) and failed with where its
+    log had got to."""
+    bench = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        out, err = bench.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        bench.terminate()
+        out, err = bench.communicate(timeout=60)
+        pytest.fail(f"bench/run.py --smoke ran past {timeout:.0f} s; its log:\n{err[-6000:]}")
+    return subprocess.CompletedProcess(command, bench.returncode, out, err)
