@@ -152,9 +152,51 @@ def _walk_each_document_once() -> None:
     validators._RefResolver._get_subschemas_cache = walk_once
 
 
+def _combine_optional_parameters_in_turn() -> None:
+    """Make the coverage phase combine an operation's optional parameters in turn, not in every
+    subset.
+
+    Its last step meant "one combination for each size from 2 to N-1" but made every one, all
+    with the same values: listing cases' 13 optional query parameters made 8,177 of its 8,530
+    requests, most of the fuzzing's time (schemathesis 4 bounds them too). Kept: for each size,
+    the N runs of that many parameters in a row, taken round the sorted names, so each size
+    still has every parameter in it and beside every other's neighbours (143 for listing
+    cases). Every other coverage case is unchanged."""
+    iterate = schemathesis_hypothesis._iter_coverage_cases
+    containers = {"query": "query", "header": "headers", "cookie": "cookies"}
+
+    def in_turn(names: list[str]) -> set[frozenset[str]]:
+        n = len(names)
+        return {
+            frozenset(names[(i + j) % n] for j in range(size))
+            for size in range(2, n)
+            for i in range(n)
+        }
+
+    def iterate_in_turn(operation: Any, *args: Any, **kwargs: Any) -> Any:
+        kept = {
+            location: in_turn(sorted(p.name for p in getattr(operation, attr) if not p.is_required))
+            for location, attr in containers.items()
+        }
+        for case in iterate(operation, *args, **kwargs):
+            meta = case.meta
+            location = meta.parameter_location
+            if meta.description.startswith("All required and ") and location in kept:
+                optional = {
+                    p.name for p in getattr(operation, containers[location]) if not p.is_required
+                }
+                present = getattr(case, containers[location]) or {}
+                if frozenset(present.keys() & optional) not in kept[location]:
+                    continue
+            yield case
+
+    schemathesis_hypothesis._iter_coverage_cases = iterate_in_turn
+
+
 _memoise_hypothesis_jsonschema()
 _walk_each_document_once()
 _cover_operations_when_run()
+_combine_optional_parameters_in_turn()
 OPEN_API_3_1.enable()
 schemathesis.openapi.format("uuid", st.uuids().map(str))
 COVERAGE_PHASE.enable()
