@@ -20,6 +20,7 @@ import pytest
 from databases import Databases, check_server
 from flask_migrate import upgrade
 from sqlalchemy import inspect, text
+from werkzeug.routing import Rule
 
 from kindgi import create_app, world
 from kindgi.database import db
@@ -42,6 +43,30 @@ TOKENS = {
     name: f"kgi_{name}"
     for name in ("admin", "reader", "publisher", "expert", "writer", "nobody", "ci", "globex")
 }
+
+
+def _compile_each_url_builder_once() -> None:
+    """Make werkzeug compile a URL rule's builders once per process, not once per app.
+
+    Binding a rule writes two Python functions (an AST, then `compile()`): 96 % of making an app
+    (some 70 ms), and the suite makes an app for nearly every test. A builder is a pure function
+    of the rule's text, its parsed parts and its defaults, and reads the rule it builds for only
+    through its `self` argument when called, so the one compiled for an equal rule of an
+    earlier app is the same code; each rule still binds it to itself."""
+    compile_builder = Rule._compile_builder
+    built: dict[tuple[Any, ...], Any] = {}
+
+    def compile_once(self: Rule, append_unknown: bool = True) -> Any:
+        defaults = repr(sorted((self.defaults or {}).items()))
+        key = (self.rule, tuple(self._trace), defaults, append_unknown)
+        if key not in built:
+            built[key] = compile_builder(self, append_unknown)
+        return built[key]
+
+    Rule._compile_builder = compile_once  # type: ignore[method-assign]
+
+
+_compile_each_url_builder_once()
 
 
 def make_app(url: str, **config: Any):
