@@ -202,9 +202,16 @@ class Session:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-        """A test that raised, or ended, without answering its case sends it as an error."""
-        outcome = yield
+        """A test that raised, or ended, without answering its case sends it as an error.
+
+        A failed grade, shown without a traceback, has it cut to its raise first: pytest
+        filters the whole traceback, some 20 frames of its own, each looked up on disk, even
+        when it shows none of it (a millisecond a failed case, most of a failing run's)."""
         case = getattr(item, "funcargs", {}).get("kindgi_case")
+        excinfo = call.excinfo
+        if excinfo is not None and isinstance(case, Case) and excinfo.value is case.failed:
+            excinfo.traceback = excinfo.traceback[-1:]
+        outcome = yield
         if call.when != "call" or not isinstance(case, Case) or case.answered:
             return
         report = outcome.get_result()
@@ -263,6 +270,7 @@ class Case:
         self.kind, self.expert = case["kind"], case["expert"]
         self.corrected = case["corrected"]  # the corrected run's calls, which grading reads
         self.answered = False
+        self.failed: BaseException | None = None  # the failed grade answer() raised
 
     def answer(
         self,
@@ -280,7 +288,10 @@ class Case:
         self.answered = True
         graded = self.session.graded(self, sendable(result))
         if graded["outcome"] in ("fail", "error"):
-            raise AssertionError(why(graded))
+            # the grader's explanation alone: the plugin's frames would tell the test's author
+            # nothing, and pytest handles such a failure in a fraction of the time
+            self.failed = pytest.fail.Exception(why(graded), pytrace=False)
+            raise self.failed
         if graded["outcome"] != "pass":
             pytest.skip(f"{graded['outcome']}: {why(graded)}")
         return graded

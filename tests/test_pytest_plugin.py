@@ -86,7 +86,10 @@ def test_each_case_is_a_test_whose_outcome_is_its_grade(pytester, monkeypatch, s
     assert [suite.get(k) for k in ("tests", "failures", "skipped")] == ["4", "2", "1"]
     out = result.stdout.str()
     assert "PASSED test_agent.py::test_the_agent[cor-1]" in out
-    assert "FAILED test_agent.py::test_the_agent[case-2] - AssertionError: items fail" in out
+    assert "FAILED test_agent.py::test_the_agent[case-2] - Failed: items fail" in out
+    # a failed grade is told by the grader's explanation alone, not the plugin's traceback
+    failure = out.split("_ test_the_agent[case-2] _")[1].split("\n")[1:3]
+    assert failure[0].startswith("items fail — unjudged") and failure[1][:1] in ("_", "="), failure
     assert "ungraded: answer ungraded" in out  # A, skipped with its reason
     run = latest(base)
     assert run["status"] == "done" and f"kindgi test run {run['id']}" in out
