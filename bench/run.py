@@ -13,8 +13,9 @@ For each engine (SQLite, then PostgreSQL) it builds one database per size with `
 --cases N` (timed), serves each with gunicorn (2 sync workers) and, beside it, the raw app
 (bench/raw_app.py: Flask and the driver alone, the practical limit on this machine). wrk, a
 second process on loopback with 2 threads and 8 connections, then drives every measure against
-every size in turn, so the sizes a bar compares are measured minutes apart at most, under the
-same conditions. Adding cases runs last, since it grows the sets. A 10,000-case set is graded end
+every size in turn (smallest first one round, largest first the next), each ratio's two
+measures one after the other, so what a bar compares is measured seconds apart, under the same
+conditions. Adding cases runs last, since it grows the sets. A 10,000-case set is graded end
 to end by `kindgi test-run --jobs 4` and by the pytest plugin with `-n 4` (the docs' example
 test), the plugin beside as many plain parametrized tests for its overhead. Each worker's peak
 RSS is its kernel high-water mark (VmHWM). Then the runs inbox is measured the same way on
@@ -107,8 +108,11 @@ SEARCH, SEARCH_DEEP, SEARCH_BROAD = (
     f"search q={demo.BROAD_WORD} (~50 %), first page (25)",
 )
 SEARCH_DEEP_PAGES = 40  # 1,000 matches deep: at 1M the word has about 3,300 in the list
+# A ratio's two measures run side by side (the list's first page, then what is held against
+# it): on this shared host a rate moves by a third from one minute to the next, far more than
+# between measures seconds apart (bench/findings.md, 2026-12-07)
 MEASURES = (
-    FIRST, LOUD, QUIET, DEEP_PAGE, COUNTS, ONE, HTML, RAW, SEARCH, SEARCH_DEEP, SEARCH_BROAD,
+    FIRST, DEEP_PAGE, HTML, SEARCH, SEARCH_DEEP, RAW, SEARCH_BROAD, COUNTS, ONE, LOUD, QUIET,
     RUN, RESULTS, RESULTS_DEEP, COMPARE, RUN_PAGE, ADD,
 )  # fmt: skip
 # The runs inbox, on worlds of 1,000 cases and as many runs as the size says (most of them no
@@ -1353,7 +1357,9 @@ def run_engine(engine: str, args: argparse.Namespace, results: Results) -> None:
             for group in (MEASURES[:-1], MEASURES[-1:]):  # adding cases last: it grows the sets
                 for n in range(args.rounds):
                     for what in group:
-                        for target in targets:
+                        # the sizes smallest first, then largest first: a drift over the round
+                        # falls on a size ratio's two ends alike
+                        for target in targets if n % 2 == 0 else targets[::-1]:
                             for each in _turns(what, n):
                                 got = measure(target, each, args.seconds, 0 if n else args.warmup)
                                 rounds.setdefault((each, target.db.cases), []).append(got)
@@ -2179,15 +2185,15 @@ def render(results: Results, bars: list[Bar], meta: dict[str, Any]) -> str:
         f"Each figure: wrk from a second process on loopback, {THREADS} threads, {CONNECTIONS} "
         f"connections, against gunicorn with {WORKERS} sync workers; {meta['rounds']} round(s) "
         f"of {meta['seconds']} s after a {meta['warmup']} s warm-up. In each round every measure "
-        "ran against every size in turn (adding cases after all the reads, since it grows the "
-        "sets), so a passing disturbance falls on the sizes alike; the twin servers with "
-        f"metrics on and off {TWIN_PAIRS} times each a round, back to back, each first in turn. "
-        "req/s is all requests over "
-        "all rounds' time; p50 and p99 are of all their requests (wrk's histograms merged); "
-        "server CPU is what the server's workers used per request (from /proc), which other "
-        "load on the machine moves less than req/s, but still moves (a busy host's cores and "
-        f"caches run slower). Agent `{AGENT}`, project `{PROJECT}` (a third "
-        "of the cases).",
+        "ran against every size in turn, smallest first one round and largest first the next "
+        "(adding cases after all the reads, since it grows the sets), and a ratio's two "
+        "measures one after the other, so a passing disturbance falls on both alike; the twin "
+        f"servers with metrics on and off {TWIN_PAIRS} times each a round, back to back, each "
+        "first in turn. req/s is all requests over all rounds' time; p50 and p99 are of all "
+        "their requests (wrk's histograms merged); server CPU is what the server's workers used "
+        "per request (from /proc), which other load on the machine moves less than req/s, but "
+        "still moves (a busy host's cores and caches run slower). Agent "
+        f"`{AGENT}`, project `{PROJECT}` (a third of the cases).",
         "",
     ]
     if bars:
