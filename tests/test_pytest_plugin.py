@@ -53,12 +53,24 @@ def served(databases, tmp_path_factory) -> Iterator[tuple[str, dict[str, str]]]:
         yield base, {"A": a["id"], "B": b["id"]}
 
 
-def run_suite(pytester, monkeypatch, url, ids, *args, token="kgi_admin") -> pytest.RunResult:
-    """The suite above in a pytest of its own, as a CI job would run it."""
+def only_the_plugins_named(monkeypatch) -> None:
+    """A pytest of its own loads only the plugins its command names: the virtualenv's others
+    (hypothesis, schemathesis, playwright…) took 2 s of every process's start, xdist's workers
+    too, and none of them is under test."""
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+
+def run_suite(
+    pytester, monkeypatch, url, ids, *args, token="kgi_admin", autoload=False
+) -> pytest.RunResult:
+    """The suite above in a pytest of its own, as a CI job would run it: with only the plugins
+    named (`-p xdist.plugin` for `-n`), or with every installed one loaded (`autoload`)."""
     pytester.makepyfile(test_agent=SUITE.format(raises=ids["B"]))
     monkeypatch.setenv("KINDGI_URL", url)
     monkeypatch.setenv("KINDGI_TOKEN", token)
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # this checkout's kindgi, not the venv's
+    if not autoload:
+        only_the_plugins_named(monkeypatch)
     return pytester.runpytest_subprocess(
         "-p", "kindgi.pytest_plugin", "-p", "no:randomly", "-p", "no:cacheprovider",
         "--kindgi-agent", AGENT, "--kindgi-project", P1, *args,
@@ -117,7 +129,7 @@ def test_xdist_workers_share_one_run_and_send_each_case_once_through_a_flaky_ser
     before = newest_id(base)
     with front(base, [("after", 503, "database-busy")] * 2) as proxy:
         result = run_suite(pytester, monkeypatch, proxy.url, ids, "--kindgi-candidate", "2.1.0",
-                           "-n", "2")  # fmt: skip
+                           "-n", "2", autoload=True)  # xdist as installed  # fmt: skip
     result.assert_outcomes(passed=1, failed=2, skipped=1)
     run = latest(base)
     assert run["id"] != before and run["cases"]["awaiting"] == 0
@@ -156,7 +168,6 @@ def test_xdist_named_by_its_module_with_autoload_off_shares_the_run_too(
 ):
     """CI jobs that turn plugin autoload off name xdist as `-p xdist.plugin`, not `xdist`."""
     base, ids = served
-    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     result = run_suite(pytester, monkeypatch, base, ids, "--kindgi-candidate", "2.1.1",
                        "-p", "xdist.plugin", "-n", "2")  # fmt: skip
     result.assert_outcomes(passed=1, failed=2, skipped=1)
@@ -183,6 +194,7 @@ def test_the_runnable_example_grades_the_example_agent(pytester, monkeypatch, se
     monkeypatch.setenv("KINDGI_URL", base)
     monkeypatch.setenv("KINDGI_TOKEN", "kgi_admin")
     monkeypatch.setenv("KINDGI_AGENT", AGENT)
+    only_the_plugins_named(monkeypatch)
     result = pytester.runpytest_subprocess(
         "-p", "kindgi.pytest_plugin", "-p", "no:randomly", "test_agent.py",
         "--kindgi-project", P1, "--kindgi-candidate", "3.0.0",
@@ -218,6 +230,7 @@ def test_an_answer_waits_for_the_judge_inside_answer(pytester, monkeypatch, data
             pytester.makepyfile(test_agent=JUDGED.format(right=right))
             monkeypatch.setenv("KINDGI_URL", base)
             monkeypatch.setenv("KINDGI_TOKEN", "kgi_admin")
+            only_the_plugins_named(monkeypatch)
             result = pytester.runpytest_subprocess(
                 "-p", "kindgi.pytest_plugin", "-p", "no:randomly", "--kindgi-agent", AGENT,
                 "--kindgi-project", P1, "--kindgi-candidate", "2.0.0", "--kindgi-wait", "60",
@@ -225,7 +238,7 @@ def test_an_answer_waits_for_the_judge_inside_answer(pytester, monkeypatch, data
             result.assert_outcomes(passed=3, failed=1)
             out = result.stdout.str()
             assert f"FAILED test_agent.py::test_the_agent[{wrong_id}]" in out
-            assert "checked clause 9" in out  # the judge's reason, as the assertion message
+            assert "checked clause 9" in out  # the judge's reason, as the failure's message
             run = next(kg.test_runs(AGENT, P1))
             assert run["status"] == "done" and (run["cases"]["pass"], run["cases"]["fail"]) == (
                 3,
@@ -233,8 +246,9 @@ def test_an_answer_waits_for_the_judge_inside_answer(pytester, monkeypatch, data
             )
 
 
-def test_without_an_agent_the_plugin_is_inert(pytester):
+def test_without_an_agent_the_plugin_is_inert(pytester, monkeypatch):
     pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    only_the_plugins_named(monkeypatch)
     result = pytester.runpytest_subprocess("-p", "kindgi.pytest_plugin", "-p", "no:randomly")
     result.assert_outcomes(passed=1)
 
