@@ -128,8 +128,9 @@ def test_xdist_workers_share_one_run_and_send_each_case_once_through_a_flaky_ser
     base, ids = served
     before = newest_id(base)
     with front(base, [("after", 503, "database-busy")] * 2) as proxy:
+        # every installed plugin loaded, so xdist by its entry point
         result = run_suite(pytester, monkeypatch, proxy.url, ids, "--kindgi-candidate", "2.1.0",
-                           "-n", "2", autoload=True)  # xdist as installed  # fmt: skip
+                           "-n", "2", autoload=True)  # fmt: skip
     result.assert_outcomes(passed=1, failed=2, skipped=1)
     run = latest(base)
     assert run["id"] != before and run["cases"]["awaiting"] == 0
