@@ -198,7 +198,7 @@ OPEN_API_3_1.enable()
 schemathesis.openapi.format("uuid", st.uuids().map(str))
 COVERAGE_PHASE.enable()
 
-EXAMPLES = int(os.environ.get("KINDGI_FUZZ_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("KINDGI_FUZZ_EXAMPLES", "100"))
 ARTIFACTS = Path(__file__).parent.parent / "test-artifacts" / "fuzz"
 AUTH = {"Authorization": f"Bearer {TOKENS['admin']}"}
 

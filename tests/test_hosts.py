@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
-from conftest import AGENT, P1
+from conftest import AGENT, P1, app_on
 from live import gunicorn
 
 ROUNDS, CONCURRENT = 20, 20
@@ -19,11 +19,15 @@ CASES = f"/v1/agents/{AGENT}/test-set/cases"
 COUNTS = f"/v1/agents/{AGENT}/test-set?projectId={P1}"
 
 
-@pytest.fixture
-def hosts(app, tmp_path):
-    url = app.config["SQLALCHEMY_DATABASE_URI"]
-    with gunicorn(url, tmp_path / "a.log") as a, gunicorn(url, tmp_path / "b.log") as b:
-        yield a, b
+@pytest.fixture(scope="module")
+def hosts(databases, tmp_path_factory):
+    """Both hosts, started once for the file (eight workers' start is most of a test's time):
+    each test measures what it changed, from what it read first."""
+    logs = tmp_path_factory.mktemp("hosts")
+    with app_on(databases, databases.clone()) as app:
+        url = app.config["SQLALCHEMY_DATABASE_URI"]
+        with gunicorn(url, logs / "a.log") as a, gunicorn(url, logs / "b.log") as b:
+            yield a, b
 
 
 def all_case_ids(bases, **params) -> list[str]:
