@@ -1,6 +1,6 @@
 """Kindgi's benchmark: the API at 1,000, 100,000 and 1,000,000 cases, against the raw limit.
 
-    .venv/bin/python bench/run.py --rounds 3  the full run (about 32 minutes): bench/results.md
+    .venv/bin/python bench/run.py --rounds 3  the full run (about 36 minutes): bench/results.md
     .venv/bin/python bench/run.py --smoke     1,000 cases, a second a figure (the CI test)
     .venv/bin/python bench/run.py --only inbox   the runs inbox and retention alone
     .venv/bin/python bench/run.py --only bfcl --engines sqlite   grading BFCL's cases (matchers)
