@@ -24,10 +24,13 @@ def hosts(databases, tmp_path_factory):
     """Both hosts, started once for the file (eight workers' start is most of a test's time):
     each test measures what it changed, from what it read first."""
     logs = tmp_path_factory.mktemp("hosts")
-    with app_on(databases, databases.clone()) as app:
-        url = app.config["SQLALCHEMY_DATABASE_URI"]
-        with gunicorn(url, logs / "a.log") as a, gunicorn(url, logs / "b.log") as b:
-            yield a, b
+    url = databases.clone()
+    with (
+        app_on(databases, url),
+        gunicorn(url, logs / "a.log") as a,
+        gunicorn(url, logs / "b.log") as b,
+    ):
+        yield a, b
 
 
 def all_case_ids(bases, **params) -> list[str]:
