@@ -118,6 +118,9 @@ def test_the_inbox_works_by_its_form_and_links(page, server):
     sign_in(page, server, "publisher@acme.test", "publisher-pass-1")
     page.goto(server + f"/agents/{AGENT}/test-set/cases?projectId={P1}")
     page.get_by_role("navigation", name="Test set").get_by_role("link", name="Runs inbox").click()
+    # htmx binds the filters once the page has loaded; a change before that is a plain form's
+    # change, which waits for Apply (CI once picked both filters in that moment and lost them)
+    page.wait_for_url(re.compile(rf"/agents/{re.escape(AGENT)}/runs\?"))
     page.get_by_label("Tool called").select_option("search")
     page.get_by_label("Version").select_option("1.0.0")
     if not page.js:  # type: ignore[attr-defined]
