@@ -16,6 +16,9 @@ CHROMIUM = "/usr/bin/chromium"
 EXTRA_CASES = 60  # more than two pages of 25
 
 needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs Debian's chromium")
+# An assertion waits as long as an action does (10 s, not Playwright's 5 s): a loaded CI host is
+# slow, never wrong, and a failing assertion still fails, only later.
+expect.set_options(timeout=10_000)
 
 
 def extra_cases() -> dict:
