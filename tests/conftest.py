@@ -92,6 +92,9 @@ def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers", "engine: reaches the engine under test without the `databases` fixture"
     )
+    config.addinivalue_line(
+        "markers", "one_world: refused or only reads, on a world its file shares (test_hostile)"
+    )
 
 
 def touches_the_engine(item) -> bool:

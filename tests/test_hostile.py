@@ -14,6 +14,10 @@
   `database-busy`, nothing changed, and the retry succeeds; the database connection dying in the
   middle of a request or at its commit: a 500 or 503 envelope, no partial write, the key free and
   the next request fine.
+
+The tests marked `one_world` are refused or only read, and each checks that nothing changed: they
+share one world with test runs per file and worker (see `refusals_world`), built once, not once a
+test.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from conftest import (
     P1,
     TOKENS,
     WORLD,
+    app_on,
     csrf_of,
     error_of,
     make_app,
@@ -354,8 +359,38 @@ TR = f"/v1/agents/{AGENT}/test-runs"
 TS = f"/v1/agents/{AGENT}/test-set"
 
 
+one_world = pytest.mark.one_world  # refused or only read: on `refusals_world`
+
+
+@pytest.fixture(scope="module")
+def refusals_world(databases) -> Iterator[tuple[Any, dict[str, str]]]:
+    """An app on one world with test runs, for every `one_world` test of this file (in this
+    worker). Each of them is refused or only reads, and checks that nothing changed (a refusal in
+    `unchanged`), so none sees what another did: should one change the world after all, it fails
+    itself."""
+    with app_on(databases, databases.clone()) as app:
+        yield app, make_test_runs(app)
+
+
 @pytest.fixture
-def test_runs(app) -> dict[str, str]:
+def app(request, databases) -> Iterator[Any]:
+    """conftest's app on a fresh world, or for a `one_world` test the shared one."""
+    if request.node.get_closest_marker("one_world"):
+        yield request.getfixturevalue("refusals_world")[0]
+        return
+    with app_on(databases, databases.clone()) as app:
+        yield app
+
+
+@pytest.fixture
+def test_runs(request, app) -> dict[str, str]:
+    """The test runs of `make_test_runs`, made in this test's world or found in the shared one."""
+    if request.node.get_closest_marker("one_world"):
+        return request.getfixturevalue("refusals_world")[1]
+    return make_test_runs(app)
+
+
+def make_test_runs(app) -> dict[str, str]:
     """Test runs of acme.drafting / P1 by the admin, by name: `done` (v1: case-2 passed, cor-1
     erred) and `open` (v1, against `done`, both cases awaiting); then `later`, canceled, on v2,
     frozen once case-2 was retired and a hand case added (so v2 and v1 differ by two cases)."""
@@ -510,6 +545,7 @@ def send_as_admin(api, path: str, body: Any, runs: dict[str, str]):
     return api.post(path, json=body)
 
 
+@one_world
 @pytest.mark.parametrize("name", HOSTILE_RUN_BODIES)
 def test_a_hostile_test_run_body_is_bad_input_naming_its_field_and_changes_nothing(
     api, unchanged, test_runs, name
@@ -615,6 +651,7 @@ HOSTILE_QUERIES = {
 }  # fmt: skip
 
 
+@one_world
 @pytest.mark.parametrize("name", HOSTILE_QUERIES)
 def test_a_hostile_query_string_on_a_test_run_list_is_bad_input_naming_it(
     api, unchanged, test_runs, name
@@ -639,6 +676,7 @@ RUN_LISTS = {
 }
 
 
+@one_world
 @pytest.mark.parametrize("spoil", SPOILERS)
 @pytest.mark.parametrize("listing", RUN_LISTS)
 def test_a_spoilt_cursor_on_a_test_run_list_is_invalid_never_a_crash(
@@ -654,6 +692,7 @@ def test_a_spoilt_cursor_on_a_test_run_list_is_invalid_never_a_crash(
     assert (err["code"], err["details"]["reason"]) == ("bad-input", "cursor-invalid")
 
 
+@one_world
 @pytest.mark.parametrize(
     ("listing", "elsewhere"),
     [
@@ -697,6 +736,7 @@ PAST_A_DOUBLE = {
 }  # fmt: skip
 
 
+@one_world
 @pytest.mark.parametrize("name", PAST_A_DOUBLE)
 def test_a_number_past_a_double_in_free_json_is_bad_input_never_kept_as_null_or_a_500(
     api, unchanged, test_runs, name
@@ -764,6 +804,7 @@ def fields_named(resp) -> dict[str, list[str]]:
     return ((resp.get_json() or {}).get("error", {}).get("details") or {}).get("fields", {})
 
 
+@one_world
 def test_a_nul_in_any_query_parameter_of_the_api_is_bad_input_naming_it(api, unchanged, test_runs):
     """Every parameter, whatever name its schema gives it inside (`addedBy` is `added_by`):
     PostgreSQL can't even compare a NUL, and SQLite would look for it."""
@@ -796,6 +837,7 @@ PAGE_QUERIES = {
 }  # fmt: skip
 
 
+@one_world
 def test_a_nul_in_any_query_parameter_of_a_page_is_a_400_page_naming_it(app, test_runs):
     client = app.test_client()
     sign_in(client, "publisher@acme.test", "publisher-pass-1")
@@ -913,6 +955,7 @@ DEEP_BODIES = {
 }  # fmt: skip
 
 
+@one_world
 @pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 975, 5000])
 @pytest.mark.parametrize("name", DEEP_BODIES)
 def test_a_body_nested_past_the_limit_is_bad_input_naming_the_limit_and_changes_nothing(
