@@ -93,7 +93,7 @@ def pytest_configure(config) -> None:
         "markers", "engine: reaches the engine under test without the `databases` fixture"
     )
     config.addinivalue_line(
-        "markers", "one_world: refused or only reads, on a world its file shares (test_hostile)"
+        "markers", "one_world: refused or only reads, on a world its file's such tests share"
     )
 
 
@@ -169,8 +169,21 @@ def app_on(databases: Databases, url: str, **config: Any) -> Iterator[Any]:
 
 
 @pytest.fixture
-def app(databases: Databases):
-    """An app on its own copy of the test world."""
+def app(request, databases: Databases):
+    """An app on its own copy of the test world; for a test marked `one_world`, the copy its
+    file's `one_world` tests share."""
+    if request.node.get_closest_marker("one_world"):
+        yield request.getfixturevalue("one_world_app")
+        return
+    with app_on(databases, databases.clone()) as app:
+        yield app
+
+
+@pytest.fixture(scope="module")
+def one_world_app(databases: Databases):
+    """The app a file's `one_world` tests share (in one worker): each of them is refused or only
+    reads, and checks that nothing changed, so none sees what another did; should one change the
+    world after all, it fails itself."""
     with app_on(databases, databases.clone()) as app:
         yield app
 

@@ -16,8 +16,8 @@
   the next request fine.
 
 The tests marked `one_world` are refused or only read, and each checks that nothing changed: they
-share one world with test runs per file and worker (see `refusals_world`), built once, not once a
-test.
+share one world with test runs per file and worker (`one_world_app` in conftest,
+`shared_test_runs`), built once, not once a test.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ from conftest import (
     P1,
     TOKENS,
     WORLD,
-    app_on,
     csrf_of,
     error_of,
     make_app,
@@ -359,34 +358,20 @@ TR = f"/v1/agents/{AGENT}/test-runs"
 TS = f"/v1/agents/{AGENT}/test-set"
 
 
-one_world = pytest.mark.one_world  # refused or only read: on `refusals_world`
+one_world = pytest.mark.one_world  # refused or only read: on its file's shared world (conftest)
 
 
 @pytest.fixture(scope="module")
-def refusals_world(databases) -> Iterator[tuple[Any, dict[str, str]]]:
-    """An app on one world with test runs, for every `one_world` test of this file (in this
-    worker). Each of them is refused or only reads, and checks that nothing changed (a refusal in
-    `unchanged`), so none sees what another did: should one change the world after all, it fails
-    itself."""
-    with app_on(databases, databases.clone()) as app:
-        yield app, make_test_runs(app)
-
-
-@pytest.fixture
-def app(request, databases) -> Iterator[Any]:
-    """conftest's app on a fresh world, or for a `one_world` test the shared one."""
-    if request.node.get_closest_marker("one_world"):
-        yield request.getfixturevalue("refusals_world")[0]
-        return
-    with app_on(databases, databases.clone()) as app:
-        yield app
+def shared_test_runs(one_world_app) -> dict[str, str]:
+    """`make_test_runs` once, in the world the `one_world` tests share."""
+    return make_test_runs(one_world_app)
 
 
 @pytest.fixture
 def test_runs(request, app) -> dict[str, str]:
     """The test runs of `make_test_runs`, made in this test's world or found in the shared one."""
     if request.node.get_closest_marker("one_world"):
-        return request.getfixturevalue("refusals_world")[1]
+        return request.getfixturevalue("shared_test_runs")
     return make_test_runs(app)
 
 
